@@ -1,0 +1,462 @@
+"""The stall detector: one observation in, one Assessment out. Pure Python, no I/O.
+
+Progress is anything that moves (docs/detector.md): a new non-heartbeat journal record,
+a tqdm counter that advanced, GPU memory beyond allocator noise, storage reads or
+writes above a noise floor, compiler child processes at work, a better HTTP answer.
+A stall needs no progress AND a waiting signature held for its window (spin, idle,
+identical py-spy stacks in a wait); otherwise only the long no-progress fallbacks
+apply. Fatal log lines and a dead main process fail within one poll.
+"""
+import functools
+import re
+from dataclasses import dataclass, field
+
+from ansible_collections.sglang_ops.serving.plugins.module_utils import log_lines, tqdm_frames
+from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings
+from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import FAILURE_CLASSES
+from ansible_collections.sglang_ops.serving.plugins.module_utils.phases import PhaseModel, bar_kind
+
+VERDICTS = ("progressing", "quiet", "suspect", "stalled", "failed", "ready")
+FINAL_VERDICTS = ("ready", "stalled", "failed")
+# Reason codes for the verdicts that are not failure classes.
+INTERIM_CODES = ("starting", "progressing", "quiet", "suspect_spin", "suspect_idle", "suspect_stacks", "ready")
+
+COMPILER_COMMS = re.compile(r"^(cc1plus|cc1|cicc|nvcc|ptxas|nvlink|fatbinary|cudafe\+\+|gcc|g\+\+|c\+\+|cc|clang\+\+|clang|ld|ld\.lld|as|ninja|make)$")
+WAIT_FRAME = re.compile(r"wait|barrier|futex|poll|select|recv|sleep|acquire|join|synchroni[sz]e|"
+                        r"all_?reduce|all_?gather|broadcast|reduce_?scatter|all_?to_?all|nccl|accept|lock", re.I)
+DEAD_ACTIVE = ("failed", "inactive", "deactivating")
+DEAD_SUB = ("dead", "failed", "auto-restart", "exited", "stop", "stop-sigterm", "stop-sigkill", "stop-post", "final-sigterm", "final-sigkill")
+
+
+@dataclass
+class Assessment:
+    t: float
+    phase: str
+    verdict: str
+    reason_code: str
+    reason: str
+    evidence: dict = field(default_factory=dict)
+    progress: dict = field(default_factory=dict)
+    want_stacks: bool = False
+
+    @property
+    def final(self):
+        return self.verdict in FINAL_VERDICTS
+
+    def to_dict(self):
+        return {"t": self.t, "phase": self.phase, "verdict": self.verdict, "reason_code": self.reason_code,
+                "reason": self.reason, "evidence": self.evidence, "progress": self.progress,
+                "want_stacks": self.want_stacks, "final": self.final}
+
+
+class _Clock:
+    """How long a signature has held; one missed poll is forgiven (noise, a late sample)."""
+
+    def __init__(self):
+        self.since = None
+        self.misses = 0
+
+    def update(self, present, t):
+        if present:
+            if self.since is None:
+                self.since = t
+            self.misses = 0
+        else:
+            self.misses += 1
+            if self.misses >= 2:
+                self.since = None
+
+    def held_s(self, t):
+        return 0.0 if self.since is None or self.misses else t - self.since
+
+    def reset(self):
+        self.since, self.misses = None, 0
+
+
+def fmt_duration(seconds):
+    seconds = int(round(seconds or 0))
+    if seconds < 60:
+        return "%ds" % seconds
+    if seconds < 3600:
+        return "%dm%02ds" % (seconds // 60, seconds % 60)
+    return "%dh%02dm" % (seconds // 3600, seconds % 3600 // 60)
+
+
+class Detector:
+    def __init__(self, settings=None, gpus=None, poll_s=10.0):
+        self.settings = settings or DetectorSettings()
+        self.gpus = gpus
+        self.poll_s = poll_s
+        self.phases = PhaseModel()
+        self._final = None
+        self._polls = 0
+        # channel baselines
+        self._cpu = None          # (t, cpu_s)
+        self._io = None           # (t, read_bytes, write_bytes)
+        self._mem_ref = {}        # gpu index -> mem_used_mib at its last move
+        self._gpus = None         # (t, list) last GPU sample
+        self._cpu_pct = None
+        self._cpu_t = None
+        self._read_bps = None
+        self._write_bps = None
+        self._http = None         # last http dict
+        self._http_rank = None
+        self._bars = {}           # kind -> (n, total)
+        self._heartbeat_polls = {}
+        self._ready_line = False
+        self._main_pid = None
+        self._restarts = None
+        self._compilers = []      # compiler processes in the cgroup at the last sample
+        # progress bookkeeping
+        self.last_moved = {}
+        self._last_progress_t = None
+        self._last_busy_t = None
+        self._spin = _Clock()
+        self._idle = _Clock()
+        self._stacks = []         # [(t, {rank: frames})] taken since the last progress
+        self._last_stack_t = None
+
+    # ------------------------------------------------------------------ public
+    def observe(self, obs):
+        if self._final is not None:
+            return self._final
+        t = float(obs["t"])
+        first = self._polls == 0
+        self._polls += 1
+        if first:
+            self._last_progress_t = t
+        moved = []
+        facts = {}
+
+        fatal = self._read_logs(obs.get("log") or (), t, moved, facts)
+        dead = self._read_unit(obs, facts)
+        self._read_procs(obs.get("procs"), t, moved, first)
+        spin_gpus = self._read_gpus(obs.get("gpus"), t, moved, first)
+        self._read_http(obs.get("http"), t, moved, first)
+        self._read_stacks(obs.get("stacks"), t)
+
+        for ch in moved:
+            self.last_moved[ch] = t
+        if moved:
+            self._last_progress_t = t
+            self._spin.reset()
+            self._idle.reset()
+            self._stacks = [s for s in self._stacks if s[0] >= t]
+        progress = self._progress(t)
+        fatal_phase = facts.pop("fatal_phase", None)
+        evidence = {"moved": sorted(set(moved)), "last_moved": dict(self.last_moved)}
+        evidence.update(facts)
+
+        if self._is_ready(obs):
+            return self._decide(Assessment(t, "ready", "ready", "ready", self._ready_reason(obs), evidence, progress))
+        if fatal is not None:
+            code, line = fatal
+            phase = fatal_phase or self.phases.phase
+            words = FAILURE_CLASSES[code].title
+            return self._decide(Assessment(t, phase, "failed", code, "%s: %s" % (words, line[:240]), evidence, progress))
+        if dead:
+            return self._decide(Assessment(t, self.phases.phase, "failed", "process_exited", dead, evidence, progress))
+        if moved or first:
+            return Assessment(t, self.phases.phase, "progressing", "progressing" if moved else "starting",
+                              self._moving_words(moved), evidence, progress)
+        return self._judge_silence(t, spin_gpus, evidence, progress)
+
+    # ------------------------------------------------------------------ channels
+    def _read_logs(self, records, t, moved, facts):
+        """Phase markers, fatal lines, exit lines and log progress of one poll's records.
+
+        Returns (reason code, line) of the most specific fatal line, or None."""
+        fatal = None
+        keys_this_poll = set()
+        for rec in records:
+            msg = rec.get("msg") or ""
+            parts = tqdm_frames.frames(msg)
+            bar = tqdm_frames.last_bar(msg) if "%" in msg else None
+            if bar is not None:
+                self._on_bar(bar, t, moved)
+            for part in parts:
+                if bar is not None and tqdm_frames.parse_frame(part) is not None:
+                    continue   # bar frames: handled above as one bar state
+                line = log_lines.classify(part)
+                if line.phase is not None:
+                    self.phases.enter(line.phase, t)
+                    self._ready_line = self._ready_line or line.phase == "ready"
+                if line.fatal_code:
+                    facts.setdefault("fatal_lines", []).append(part.strip()[:300])
+                    if fatal is None or log_lines.fatal_priority(line.fatal_code) < log_lines.fatal_priority(fatal[0]):
+                        fatal = (line.fatal_code, part.strip())
+                        facts["fatal_phase"] = self.phases.phase
+                if line.exit_status:
+                    facts["exit_status"] = line.exit_status
+                    facts["main_exited_line"] = line.text
+                if line.exit_status or line.unit_done:
+                    continue   # systemd's words about the unit: a death sign, not progress
+                if line.heartbeat or self._heartbeat_polls.get(line.key, 0) >= self.settings.heartbeat_repeat_polls:
+                    facts["heartbeat_lines"] = facts.get("heartbeat_lines", 0) + 1
+                    continue
+                keys_this_poll.add(line.key)
+                moved.append("log")
+        for key in keys_this_poll:
+            self._heartbeat_polls[key] = self._heartbeat_polls.get(key, 0) + 1
+        return fatal
+
+    def _on_bar(self, bar, t, moved):
+        kind = bar_kind(bar.desc) or bar.desc
+        prev = self._bars.get(kind)
+        if prev is None or bar.n > prev[0] or (prev[1] != bar.total):
+            moved.append("bar")
+        self._bars[kind] = (bar.n, bar.total)
+        self.phases.on_bar(kind, bar.done, t)
+
+    def _read_unit(self, obs, facts):
+        """Words saying why the main process is gone, or None while it runs."""
+        unit = obs.get("unit")
+        why = None
+        if isinstance(unit, dict):
+            active, sub = unit.get("active"), unit.get("sub")
+            pid, restarts = unit.get("main_pid"), unit.get("restarts")
+            if self._restarts is None and restarts is not None:
+                self._restarts = restarts
+            if self._main_pid is None and pid:
+                self._main_pid = pid
+            if active in DEAD_ACTIVE or sub in DEAD_SUB:
+                why = "unit is %s/%s" % (active, sub)
+            elif restarts is not None and self._restarts is not None and restarts > self._restarts:
+                why = "systemd restarted the unit (NRestarts %s -> %s)" % (self._restarts, restarts)
+            elif pid and self._main_pid and pid != self._main_pid:
+                why = "main PID changed %s -> %s" % (self._main_pid, pid)
+            elif active == "active" and not pid and self._main_pid:
+                why = "main process gone (unit active, no main PID)"
+            facts["unit"] = "%s/%s" % (active, sub)
+        procs = obs.get("procs")
+        if why is None and isinstance(procs, dict) and procs.get("count") == 0 and self._polls > 1:
+            why = "no process left in the unit's cgroup"
+        if why is None and facts.get("exit_status"):
+            why = "journal: %s" % facts["main_exited_line"]
+        if why is None:
+            return None
+        status = facts.get("exit_status")
+        if status:
+            why = "main process exited with status %s%s; %s" % (
+                status, " (reported as success)" if status.startswith("0") else "", why)
+        return "server process exited: " + why
+
+    def _read_procs(self, procs, t, moved, first):
+        if not isinstance(procs, dict):
+            return
+        cpu_s = procs.get("cpu_s")
+        if isinstance(cpu_s, (int, float)):
+            if self._cpu is not None and cpu_s >= self._cpu[1] and t > self._cpu[0]:
+                self._cpu_pct = (cpu_s - self._cpu[1]) / (t - self._cpu[0]) * 100.0
+                self._cpu_t = t
+            self._cpu = (t, cpu_s)
+        rb, wb = procs.get("read_bytes"), procs.get("write_bytes")
+        if isinstance(rb, int) and isinstance(wb, int):
+            if self._io is not None and t > self._io[0] and rb >= self._io[1] and wb >= self._io[2]:
+                dt = t - self._io[0]
+                self._read_bps = (rb - self._io[1]) / dt
+                self._write_bps = (wb - self._io[2]) / dt
+                if self._read_bps >= self.settings.io_noise_bytes_per_s:
+                    moved.append("disk_read")
+                if self._write_bps >= self.settings.io_noise_bytes_per_s:
+                    moved.append("disk_write")
+            self._io = (t, rb, wb)
+        comm = procs.get("comm")
+        if isinstance(comm, dict):
+            compilers = sorted(c for c, n in comm.items() if n and COMPILER_COMMS.match(c))
+            self._compilers = compilers
+            if compilers and not first and self._cpu_pct is not None and self._cpu_pct >= self.settings.cpu_idle_pct:
+                moved.append("compile")
+
+    def _read_gpus(self, gpus, t, moved, first):
+        """Record the GPU sample; return the indexes spinning (util high, memory flat)."""
+        if isinstance(gpus, list) and gpus:
+            moved_here = False
+            for pos, g in enumerate(gpus):
+                idx, mem = g.get("index", pos), g.get("mem_used_mib")
+                if idx is None or not isinstance(mem, (int, float)):
+                    continue
+                ref = self._mem_ref.get(idx)
+                if ref is None:
+                    self._mem_ref[idx] = mem
+                elif abs(mem - ref) >= self.settings.gpu_mem_noise_mib:
+                    self._mem_ref[idx] = mem
+                    moved_here = True
+            if moved_here and not first:
+                moved.append("gpu_mem")
+            self._gpus = (t, gpus)
+        sample = self._fresh_gpus(t)
+        if sample is None:
+            return None
+        return [g.get("index") for g in sample
+                if isinstance(g.get("util_pct"), (int, float)) and g["util_pct"] >= self.settings.spin_util_pct]
+
+    def _fresh_gpus(self, t):
+        if self._gpus is None or t - self._gpus[0] > self.settings.signal_stale_s:
+            return None
+        return self._gpus[1]
+
+    def _read_http(self, http, t, moved, first):
+        if not isinstance(http, dict):
+            return
+        self._http = http
+        health = http.get("health", None)
+        rank = 0 if health is None else 1 if health == "timeout" else 3 if health == 200 else 2
+        if self._http_rank is None or rank > self._http_rank:
+            if self._http_rank is not None or (first and rank > 0):
+                moved.append("http")
+            self._http_rank = rank
+        self.phases.on_http(rank >= 2, t)
+
+    def _read_stacks(self, stacks, t):
+        if not isinstance(stacks, list) or not stacks:
+            return None
+        sample = {}
+        for s in stacks:
+            key = s.get("rank") if s.get("rank") is not None else s.get("pid")
+            sample[key] = tuple(s.get("frames") or ())
+        self._stacks = self._stacks[-8:] + [(t, sample)]
+        self._last_stack_t = t
+        return sample
+
+    # ------------------------------------------------------------------ decisions
+    def _is_ready(self, obs):
+        http = obs.get("http")
+        if not isinstance(http, dict):
+            return False
+        comp = http.get("completion")
+        if isinstance(comp, dict) and comp.get("ok"):
+            return True
+        return (not self.settings.ready_requires_completion) and http.get("health") == 200 and self._ready_line
+
+    def _ready_reason(self, obs):
+        comp = (obs.get("http") or {}).get("completion") or {}
+        if comp.get("ok"):
+            return "a completion succeeded (%s ms)" % comp.get("ms")
+        return "/health answered 200 after the ready line"
+
+    def _judge_silence(self, t, spin_gpus, evidence, progress):
+        s = self.settings
+        phase = self.phases.phase
+        quiet_s = t - self._last_progress_t
+        cpu_known = self._cpu_pct is not None and self._cpu_t is not None and t - self._cpu_t <= s.signal_stale_s
+        cpu_idle = cpu_known and self._cpu_pct < s.cpu_idle_pct
+        gpus = self._fresh_gpus(t)
+        spinning = spin_gpus is not None and len(spin_gpus) >= s.spin_min_gpus
+        gpus_idle = gpus is not None and all((g.get("util_pct") or 0) < s.idle_util_pct for g in gpus)
+        idle = cpu_idle and gpus_idle and not self._compilers
+        busy = cpu_known and not cpu_idle and not spinning
+        if busy:
+            self._last_busy_t = t
+        self._spin.update(spinning, t)
+        self._idle.update(idle, t)
+        signature = "spin" if spinning else "idle" if idle else "busy" if busy else "unknown"
+        evidence.update({"signature": signature, "no_progress_s": round(quiet_s, 1)})
+        if spinning:
+            evidence["spin_gpus"] = spin_gpus
+        if cpu_known:
+            evidence["cpu_pct"] = round(self._cpu_pct, 1)
+
+        confirmed = self._identical_wait_stacks(t, cpu_idle)
+        if confirmed:
+            evidence["stacks"] = confirmed
+            code = "stall_spin" if spinning else "stall_wait_stacks"
+            what = ("%d GPU(s) spinning and " % len(spin_gpus)) if spinning else ""
+            reason = "%sall %d sampled ranks show the same stack, parked in %s, on samples %ds apart; nothing moved for %s" % (
+                what, confirmed["ranks"], confirmed["wait_frame"], confirmed["gap_s"], fmt_duration(quiet_s))
+            return self._decide(Assessment(t, phase, "stalled", code, reason, evidence, progress))
+
+        spin_window = s.stall_spin_kernel_phase_window_s if phase in s.kernel_phases else s.stall_spin_window_s
+        if spinning and self._spin.held_s(t) >= spin_window:
+            reason = "%d of %d GPUs at >= %d%% utilisation with flat memory for %s and nothing else moving: a hung collective" % (
+                len(spin_gpus), len(gpus), s.spin_util_pct, fmt_duration(self._spin.held_s(t)))
+            return self._decide(Assessment(t, phase, "stalled", "stall_spin", reason, evidence, progress))
+        if idle and self._idle.held_s(t) >= s.stall_idle_window_s:
+            reason = "every signal flat for %s: CPU %.0f%%, GPUs idle, no disk I/O, no new log lines" % (
+                fmt_duration(self._idle.held_s(t)), self._cpu_pct)
+            return self._decide(Assessment(t, phase, "stalled", "stall_idle", reason, evidence, progress))
+        calm_since = max(self._last_progress_t, self._last_busy_t or self._last_progress_t)
+        if quiet_s >= s.stall_busy_no_progress_s or t - calm_since >= s.stall_no_progress_s:
+            reason = "no progress on any channel for %s (signature: %s)" % (fmt_duration(quiet_s), signature)
+            return self._decide(Assessment(t, phase, "stalled", "stall_no_progress", reason, evidence, progress))
+
+        want = quiet_s >= s.stacks_after_quiet_s and (
+            self._last_stack_t is None or self._last_stack_t < self._last_progress_t or t - self._last_stack_t >= s.stacks_interval_s)
+        if spinning and self._spin.held_s(t) >= s.suspect_after_s:
+            return Assessment(t, phase, "suspect", "suspect_spin", "nothing moved for %s; %d GPU(s) at ~100%% with flat memory" % (
+                fmt_duration(quiet_s), len(spin_gpus)), evidence, progress, want)
+        if idle and self._idle.held_s(t) >= s.suspect_after_s:
+            return Assessment(t, phase, "suspect", "suspect_idle", "nothing moved for %s; CPU, GPUs and disk all idle" % (
+                fmt_duration(quiet_s)), evidence, progress, want)
+        if signature == "busy":
+            words = "nothing moved for %s; CPU busy (%.0f%%), likely working silently" % (fmt_duration(quiet_s), self._cpu_pct)
+        else:
+            words = "nothing moved for %s" % fmt_duration(quiet_s)
+        return Assessment(t, phase, "quiet", "quiet", words, evidence, progress, want)
+
+    def _identical_wait_stacks(self, t, cpu_idle):
+        """Two samples since the last progress, far enough apart, identical, every rank waiting."""
+        s = self.settings
+        if len(self._stacks) < 2:
+            return None
+        t_new, new = self._stacks[-1]
+        if t_new != t:
+            return None
+        # the latest sample far enough back: if the stacks changed since, the ranks moved
+        earlier = [(t_old, old) for t_old, old in self._stacks[:-1] if t_new - t_old >= s.stacks_min_gap_s]
+        if not earlier:
+            return None
+        t_old, old = earlier[-1]
+        common = [r for r in new if r in old]
+        if not common or any(new[r] != old[r] for r in common):
+            return None
+        waits = [_wait_frame(new[r], s.stack_wait_depth) for r in common]
+        if not cpu_idle and not all(waits):
+            return None
+        frame = next((w for w in waits if w), (new[common[0]] or ("?",))[0])
+        return {"ranks": len(common), "gap_s": int(t_new - t_old), "wait_frame": frame,
+                "frames": list(new[common[0]][:6]), "cpu_idle": cpu_idle}
+
+    def _decide(self, assessment):
+        self._final = assessment
+        return assessment
+
+    def _moving_words(self, moved):
+        if not moved:
+            return "first observation"
+        bar = self._bars.get("shards")
+        words = ", ".join(sorted(set(moved)))
+        if bar and self.phases.phase == "weight_load":
+            return "moving (%s); shards %d/%s" % (words, bar[0], "?" if bar[1] is None else "%d" % bar[1])
+        return "moving: %s" % words
+
+    def _progress(self, t):
+        gpus = self._fresh_gpus(t)
+        bar = self._bars.get("shards")
+        http = None
+        if self._http is not None:
+            h = self._http.get("health")
+            http = "refused" if h is None else h
+        return {
+            "shards_done": None if bar is None else int(bar[0]),
+            "shards_total": None if bar is None or bar[1] is None else int(bar[1]),
+            "gpu_count": None if gpus is None else len(gpus),
+            "gpu_mem_used_mib": None if gpus is None else sum(g.get("mem_used_mib") or 0 for g in gpus),
+            "gpu_mem_total_mib": None if gpus is None else sum(g.get("mem_total_mib") or 0 for g in gpus),
+            "gpu_util_max_pct": None if gpus is None else max((g.get("util_pct") or 0) for g in gpus),
+            "read_bps": self._read_bps,
+            "write_bps": self._write_bps,
+            "cpu_pct": None if self._cpu_pct is None else round(self._cpu_pct, 1),
+            "http": http,
+            "elapsed_s": t,
+        }
+
+
+@functools.lru_cache(maxsize=1024)
+def _wait_frame(frames, depth):
+    """The first of the `depth` innermost frames that is a wait primitive, else None."""
+    for f in frames[:depth]:
+        name = f.strip().split(" ", 1)[0]
+        if WAIT_FRAME.search(name):
+            return name
+    return None

@@ -1,0 +1,103 @@
+"""Every threshold and window of the stall detector, in one frozen dataclass.
+
+Units are in the names. The restart playbook passes overrides as a dict
+(`DetectorSettings().with_overrides({...})`); docs/detector.md explains each field.
+"""
+from dataclasses import dataclass, fields, replace
+
+_KERNEL_PHASES = ("jit_compile", "cuda_graph", "warmup")
+
+
+@dataclass(frozen=True)
+class DetectorSettings:
+    # Noise floors: movement below these is not progress.
+    gpu_mem_noise_mib: int = 64
+    io_noise_bytes_per_s: int = 16384
+    # CPU of the unit's cgroup, percent of one core, summed over its processes.
+    cpu_idle_pct: float = 50.0
+    # GPU utilisation: at or above spin_util_pct a GPU with flat memory is spinning;
+    # below idle_util_pct on every GPU the GPUs are idle.
+    spin_util_pct: float = 90.0
+    spin_min_gpus: int = 1
+    idle_util_pct: float = 10.0
+    # Windows, measured from the moment the signature appeared (with no progress since).
+    stall_spin_window_s: float = 300.0
+    stall_spin_kernel_phase_window_s: float = 1200.0
+    kernel_phases: tuple = _KERNEL_PHASES
+    stall_idle_window_s: float = 600.0
+    # Fallbacks without a waiting signature, measured from the last progress.
+    stall_no_progress_s: float = 1500.0
+    stall_busy_no_progress_s: float = 5400.0
+    # py-spy: ask after this long without progress, sample every stacks_interval_s,
+    # and trust two identical samples at least stacks_min_gap_s apart.
+    stacks_after_quiet_s: float = 20.0
+    stacks_interval_s: float = 60.0
+    stacks_min_gap_s: float = 50.0
+    stack_wait_depth: int = 1
+    # A waiting signature held this long turns "quiet" into "suspect".
+    suspect_after_s: float = 30.0
+    # A log message (numbers aside) seen in this many earlier polls is a heartbeat.
+    heartbeat_repeat_polls: int = 3
+    # A missing signal older than this is treated as unknown, not as its last value.
+    signal_stale_s: float = 60.0
+    # Ready needs a successful completion; if False, a 200 from /health after the
+    # "ready to roll" line is enough.
+    ready_requires_completion: bool = True
+
+    def with_overrides(self, overrides):
+        """A copy with `overrides` applied; ValueError names unknown keys or wrong types."""
+        if not overrides:
+            return self
+        if not isinstance(overrides, dict):
+            raise ValueError("detector settings overrides must be a mapping, got %s" % type(overrides).__name__)
+        known = {f.name: f for f in fields(self)}
+        unknown = sorted(k for k in overrides if k not in known)
+        if unknown:
+            raise ValueError("unknown detector setting(s): %s (known: %s)" % (", ".join(map(str, unknown)), ", ".join(sorted(known))))
+        changes = {}
+        for key, value in overrides.items():
+            changes[key] = _coerce(key, getattr(self, key), value)
+        return replace(self, **changes)
+
+    def to_dict(self):
+        return {f.name: (list(v) if isinstance(v, tuple) else v) for f in fields(self) for v in [getattr(self, f.name)]}
+
+
+def _coerce(key, default, value):
+    if isinstance(default, bool):
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
+            return value.lower() in ("true", "yes", "1")
+    elif isinstance(default, int):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str):
+            try:
+                return int(value)
+            except ValueError:
+                pass
+    elif isinstance(default, float):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+    elif isinstance(default, tuple):
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            return tuple(value)
+    raise ValueError("detector setting %s expects %s, got %r" % (key, _type_name(default), value))
+
+
+def _type_name(default):
+    if isinstance(default, bool):
+        return "a boolean"
+    if isinstance(default, int):
+        return "an integer"
+    if isinstance(default, float):
+        return "a number"
+    return "a list of names"

@@ -1,0 +1,79 @@
+"""The server's HTTP state: GET /health and a one-token /v1/completions, with timeouts.
+The API key is read on the host from the unit's EnvironmentFile and only ever sent."""
+import json
+import socket
+import time
+import urllib.error
+import urllib.request
+
+TIMEOUT = "timeout"
+
+
+def _is_timeout(exc):
+    reason = getattr(exc, "reason", exc)
+    return isinstance(reason, (socket.timeout, TimeoutError)) or "timed out" in str(reason)
+
+
+def parse_env_file(text):
+    """KEY=VALUE lines as systemd's EnvironmentFile= reads them (comments, quotes,
+    an optional `export `)."""
+    env = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("export "):
+            line = line[len("export "):].lstrip()
+        key, sep, value = line.partition("=")
+        if not sep:
+            continue
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            value = value[1:-1]
+        env[key.strip()] = value
+    return env
+
+
+def read_api_key(env_file, key_name="SGLANG_API_KEY"):
+    """(key or None, reason or None). A missing file or key means no auth header."""
+    if not env_file:
+        return None, None
+    try:
+        with open(env_file) as f:
+            env = parse_env_file(f.read())
+    except OSError as e:
+        return None, "environment file unreadable: %s" % e.strerror
+    return env.get(key_name) or None, None
+
+
+def get_health(base_url, timeout_s=3.0):
+    """HTTP status int; None when nothing listens (refused/reset); "timeout"."""
+    try:
+        with urllib.request.urlopen(base_url.rstrip("/") + "/health", timeout=timeout_s) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except (urllib.error.URLError, OSError) as e:
+        return TIMEOUT if _is_timeout(e) else None
+
+
+def post_completion(base_url, model, api_key=None, timeout_s=10.0, prompt="Hello"):
+    """{"ok": bool, "status": int or None, "ms": float}; ok means a choice came back."""
+    body = json.dumps({"model": model, "prompt": prompt, "max_tokens": 1,
+                       "temperature": 0}).encode()
+    req = urllib.request.Request(base_url.rstrip("/") + "/v1/completions", data=body,
+                                 method="POST", headers={"Content-Type": "application/json"})
+    if api_key:
+        req.add_header("Authorization", "Bearer %s" % api_key)
+    t0 = time.monotonic()
+    status, ok = None, False
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s) as r:
+            status = r.status
+            payload = json.loads(r.read(65536) or b"{}")
+            ok = status == 200 and bool(payload.get("choices"))
+    except urllib.error.HTTPError as e:
+        status = e.code
+    except (urllib.error.URLError, OSError, ValueError):
+        pass
+    return {"ok": ok, "status": status, "ms": round((time.monotonic() - t0) * 1000.0, 1)}

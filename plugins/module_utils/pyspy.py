@@ -1,0 +1,75 @@
+"""py-spy stack samples of each rank: `py-spy dump --pid P` under a timeout, parsed to
+{pid, rank, frames: [function names, innermost first]} of the main thread."""
+import os
+import re
+
+from ansible_collections.sglang_ops.serving.plugins.module_utils.bounded_run import (
+    bounded_run, find_executable)
+
+_RANK_TITLE = re.compile(r"sglang::scheduler_((?:[A-Z]P\d+_?)+)")
+_RANK_ARG = re.compile(r"(?:--tp-rank|--rank|TP_RANK=)[ =]?(\d+)")
+_THREAD = re.compile(r'^Thread (\S+)(?: \((\w+)\))?:? ?"?([^"]*)"?')
+_FRAME = re.compile(r"^\s+(\S+?) \((.*)\)\s*$")
+
+
+def rank_of(title_or_cmdline):
+    """'sglang::scheduler_TP3' -> 'TP3'; '... --tp-rank 2' -> 'TP2'; else None."""
+    text = title_or_cmdline or ""
+    m = _RANK_TITLE.search(text)
+    if m:
+        return m.group(1).rstrip("_").replace("_", "-")
+    m = _RANK_ARG.search(text)
+    if m:
+        return "TP%s" % m.group(1)
+    return None
+
+
+def parse_dump(text):
+    """py-spy dump output -> [{"thread", "state", "name", "frames"}] in printed order."""
+    threads, cur = [], None
+    for line in text.splitlines():
+        m = _THREAD.match(line)
+        if m:
+            cur = {"thread": m.group(1), "state": m.group(2), "name": m.group(3).strip(),
+                   "frames": []}
+            threads.append(cur)
+            continue
+        f = _FRAME.match(line)
+        if f and cur is not None:
+            cur["frames"].append(f.group(1))
+    return threads
+
+
+def main_frames(threads):
+    """Frames of the MainThread (the scheduler loop), else of the first thread."""
+    for t in threads:
+        if t["name"] == "MainThread":
+            return t["frames"]
+    return threads[0]["frames"] if threads else []
+
+
+def find_pyspy(venv_bin=None):
+    if venv_bin:
+        cand = os.path.join(venv_bin, "py-spy")
+        if os.access(cand, os.X_OK):
+            return cand
+    return find_executable("py-spy")
+
+
+def dump_stacks(targets, venv_bin=None, timeout_s=5.0):
+    """targets: [(pid, rank)] -> (samples, None) or (None, reason). A process that
+    cannot be dumped is left out; if none can, the reason says why."""
+    exe = find_pyspy(venv_bin)
+    if exe is None:
+        return None, "py-spy not found (service venv bin, PATH)"
+    samples, errors = [], []
+    for pid, rank in targets:
+        res = bounded_run([exe, "dump", "--pid", str(pid)], timeout_s)
+        if not res.ok:
+            errors.append("pid %d: %s" % (pid, "timed out" if res.timed_out
+                                          else (res.stderr.strip() or res.stdout.strip())[:120]))
+            continue
+        samples.append({"pid": pid, "rank": rank, "frames": main_frames(parse_dump(res.stdout))})
+    if not samples and errors:
+        return None, "py-spy dump failed: " + "; ".join(errors[:3])
+    return samples, None

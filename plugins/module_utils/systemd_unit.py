@@ -1,0 +1,91 @@
+"""A unit's state from one `systemctl show` call (parsing pure, IO at the edge)."""
+from dataclasses import dataclass
+
+from ansible_collections.sglang_ops.serving.plugins.module_utils.bounded_run import (
+    bounded_run, find_executable)
+
+PROPERTIES = ("ActiveState", "SubState", "MainPID", "NRestarts", "ExecMainStatus", "Result",
+              "ControlGroup", "LoadState", "InactiveExitTimestamp", "EnvironmentFiles")
+
+
+@dataclass
+class UnitState:
+    active: str
+    sub: str
+    main_pid: object      # int, None when systemd reports 0 (no main process)
+    restarts: object      # int or None (older systemd has no NRestarts)
+    exec_main_status: object
+    result: str
+    control_group: str
+    load_state: str
+    inactive_exit_epoch_s: object  # float or None
+    environment_files: list
+
+    def to_obs(self):
+        return {"active": self.active, "sub": self.sub, "main_pid": self.main_pid,
+                "restarts": self.restarts, "exec_main_status": self.exec_main_status,
+                "result": self.result}
+
+
+def _int_or_none(v):
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _timestamp(v):
+    """'@1764446400' (--timestamp=unix) -> float; anything else -> None."""
+    if v and v.startswith("@"):
+        try:
+            return float(v[1:])
+        except ValueError:
+            return None
+    return None
+
+
+def _env_files(v):
+    """'/etc/sglang/x.env (ignore_errors=no) -/etc/y.env (...)' -> paths."""
+    files = []
+    for part in (v or "").split(")"):
+        path = part.strip().split(" (")[0].strip()
+        if path:
+            files.append(path.lstrip("-"))
+    return files
+
+
+def parse_show(text):
+    props = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            props[key.strip()] = value.strip()
+    main_pid = _int_or_none(props.get("MainPID"))
+    return UnitState(
+        active=props.get("ActiveState", ""), sub=props.get("SubState", ""),
+        main_pid=main_pid if main_pid else None,
+        restarts=_int_or_none(props.get("NRestarts")),
+        exec_main_status=_int_or_none(props.get("ExecMainStatus")),
+        result=props.get("Result", ""), control_group=props.get("ControlGroup", ""),
+        load_state=props.get("LoadState", ""),
+        inactive_exit_epoch_s=_timestamp(props.get("InactiveExitTimestamp")),
+        environment_files=_env_files(props.get("EnvironmentFiles")))
+
+
+def read_unit(unit, timeout_s=5.0):
+    """(UnitState, None) or (None, reason)."""
+    exe = find_executable("systemctl")
+    if exe is None:
+        return None, "systemctl not found (no systemd on this host)"
+    base = [exe, "show", "--no-pager", "-p", ",".join(PROPERTIES), unit]
+    res = bounded_run(base[:2] + ["--timestamp=unix"] + base[2:], timeout_s)
+    if not res.ok and not res.timed_out:
+        res = bounded_run(base, timeout_s)  # systemd < 248 has no --timestamp=unix
+    if res.timed_out:
+        return None, "systemctl show timed out"
+    if not res.ok:
+        return None, "systemctl show exited %s: %s" % (res.rc, res.stderr.strip()[:200])
+    state = parse_show(res.stdout)
+    if state.load_state == "not-found":
+        return None, "unit %s not found" % unit
+    return state, None

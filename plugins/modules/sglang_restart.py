@@ -1,0 +1,189 @@
+# The work happens in the action plugin of the same name (plugins/action/sglang_restart.py);
+# this file documents it for ansible-doc, as ansible.builtin.reboot does.
+
+DOCUMENTATION = r"""
+---
+module: sglang_restart
+short_description: Restart an SGLang systemd unit and watch the start with stall detection
+description:
+  - Runs on the controller, in the manner of M(ansible.builtin.reboot), and drives small
+    remote steps on the target.
+  - "Preflight: the unit exists; processes outside the unit that hold GPU memory are named
+    with PID and command line. Someone else's processes stop the restart (C(gpu_busy_foreign));
+    leftover server processes (title C(sglang::...) or the unit's venv Python) are killed
+    only when O(kill_orphans=true), otherwise the restart stops (C(orphan_processes))."
+  - Stops the unit with a timeout (SIGKILL after it), then waits, bounded by
+    O(release_timeout_s), until the unit's cgroup is empty and GPU memory is back to
+    baseline.
+  - Starts the unit and runs M(sglang_ops.serving.sglang_probe) every O(poll_s) seconds,
+    feeds each observation to the stall detector, and prints one progress line per poll at
+    default verbosity (phase, shard progress, GPU memory, disk rate, CPU, HTTP state,
+    elapsed). It finishes when a real completion succeeds.
+  - "On a failure or a confirmed stall it captures diagnostics (unit status, journal of the
+    attempt, py-spy of each rank, nvidia-smi with compute apps, listening ports, the
+    unit's processes) into the artifacts folder on the controller, then restarts when the
+    failure class is one a restart can fix and attempts remain (with backoff and jitter).
+    The same failure twice, or a class a restart cannot fix, hands over to a human: the
+    task fails with a summary naming host, phase, reason, attempts and the artifacts path."
+  - Every attempt's observations are written as a replayable trace
+    (C(attempt-<n>/trace.jsonl), format C(sglang-trace/1)), and C(run.json) records the
+    run (docs/architecture.md).
+  - When it gives up and the incident report writer is installed, the report is written
+    beside C(run.json).
+version_added: "0.1.0"
+author:
+  - sglang-ops maintainers
+options:
+  unit:
+    description: The systemd unit running SGLang.
+    type: str
+    default: sglang-k26-ddtree
+  port:
+    description: HTTP port of the OpenAI-compatible API on the target.
+    type: int
+    default: 30001
+  host:
+    description: Address the probe uses on the target to reach the API.
+    type: str
+    default: 127.0.0.1
+  api_key_env_file:
+    description:
+      - EnvironmentFile on the target holding C(SGLANG_API_KEY). The probe reads the key
+        there; it never travels to the controller, and never appears in output or traces.
+    type: path
+  poll_s:
+    description: Seconds between observations.
+    type: float
+    default: 5.0
+  max_attempts:
+    description: Starts in total, the first included (3 = the first start and up to 2 restarts).
+    type: int
+    default: 3
+  start_timeout_s:
+    description:
+      - Hard upper bound on one start. Generous on purpose; the detector, not this bound,
+        tells a slow start from a stuck one (healthy silent phases of 40+ minutes exist).
+    type: float
+    default: 7200.0
+  stop_timeout_s:
+    description: How long C(systemctl stop) may take before the unit's processes get SIGKILL.
+    type: float
+    default: 330.0
+  release_timeout_s:
+    description: How long to wait after a stop for the cgroup to empty and GPU memory to return to baseline.
+    type: float
+    default: 120.0
+  gpu_idle_mib:
+    description: GPU memory per GPU (MiB) above what foreign processes hold that still counts as released.
+    type: int
+    default: 1024
+  kill_orphans:
+    description: Kill leftover server processes outside the unit that hold GPU memory.
+    type: bool
+    default: false
+  artifacts_dir:
+    description:
+      - Controller folder for traces, diagnostics, run.json and reports
+        (C(<artifacts_dir>/<inventory_hostname>/<UTC stamp>/)).
+      - Default C(artifacts/) in the repository root (the parent of the playbooks folder).
+    type: path
+  detector:
+    description: Detector settings overrides (names in docs/detector.md); unknown names fail before anything changes.
+    type: dict
+    default: {}
+  completion_model:
+    description: Model name sent with the one-token completion that proves the server ready.
+    type: str
+    default: default
+  backoff_base_s:
+    description: Wait before the first automatic restart; it doubles for each later one, with +-20% jitter.
+    type: float
+    default: 10.0
+  backoff_max_s:
+    description: Longest wait between attempts.
+    type: float
+    default: 120.0
+attributes:
+  check_mode:
+    support: full
+    description: Observes once and reports what it would do; never stops or starts the unit.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+notes:
+  - Needs root on the target (become) to stop and start the unit and to read other processes.
+  - Many hosts at once work (forks, serial); each host has its own loop, trace and artifacts.
+seealso:
+  - module: sglang_ops.serving.sglang_probe
+  - module: ansible.builtin.reboot
+"""
+
+EXAMPLES = r"""
+- name: Restart SGLang and watch it come up
+  sglang_ops.serving.sglang_restart:
+    unit: sglang-k26-ddtree
+    port: 30001
+    api_key_env_file: /etc/sglang/sglang-k26-ddtree.env
+  register: restart
+
+- name: Restart quickly on a small test host, killing leftovers from a crashed run
+  sglang_ops.serving.sglang_restart:
+    unit: sglang-test
+    poll_s: 2
+    kill_orphans: true
+    detector:
+      stall_idle_window_s: 60
+"""
+
+RETURN = r"""
+outcome:
+  description: ready, gave_up or check_mode.
+  returned: always
+  type: str
+verdict:
+  description: The final verdict (ready, stalled, failed, preflight; observed in check mode).
+  returned: always
+  type: str
+phase:
+  description: Phase the last attempt was in (preflight or stopping when it never started).
+  returned: always
+  type: str
+reason_code:
+  description: Failure class code (plugins/module_utils/failure_classes.py), or ready.
+  returned: always
+  type: str
+reason:
+  description: The detector's reason, in words.
+  returned: always
+  type: str
+attempts:
+  description: One entry per start (n, verdict, phase, reason_code, reason, t, polls, trace, diagnostics, action).
+  returned: always
+  type: list
+  elements: dict
+elapsed:
+  description: Seconds the task took.
+  returned: always
+  type: float
+artifacts:
+  description: Controller path of this run's artifacts folder.
+  returned: always
+  type: str
+run_json:
+  description: Controller path of run.json.
+  returned: always
+  type: str
+gave_up_because:
+  description: Why no further restart was tried (same failure twice, a class a restart cannot fix, attempts exhausted).
+  returned: when it gave up
+  type: str
+would:
+  description: What a real run would do.
+  returned: in check mode
+  type: str
+assessment:
+  description: The detector's assessment of the one observation.
+  returned: in check mode
+  type: dict
+"""

@@ -1,0 +1,80 @@
+"""The artifacts folder of one restart run, on the controller.
+
+artifacts/<inventory_hostname>/<UTC yyyymmddTHHMMSSZ>/
+  run.json, attempt-<n>/trace.jsonl, attempt-<n>/diagnostics/<name>.txt
+(docs/architecture.md). Every text written here passes through redact_secrets first.
+"""
+import json
+import os
+import re
+import time
+
+from ansible_collections.sglang_ops.serving.plugins.module_utils.redaction import redact
+
+
+def redact_secrets(text):
+    """The text with API keys replaced, by the project's one set of patterns."""
+    return redact(text)
+
+
+def utc_stamp(epoch_s):
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(epoch_s))
+
+
+def iso_utc(epoch_s):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch_s))
+
+
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def safe_name(name):
+    """A file-name-safe form of a host or diagnostic name (no path separators)."""
+    cleaned = _SAFE_NAME.sub("_", str(name)).strip("._")
+    return cleaned or "unnamed"
+
+
+class RunArtifacts:
+    """Paths and writers for one run; relative paths are relative to the run folder."""
+
+    def __init__(self, root, host, started_epoch_s):
+        base = os.path.join(os.path.abspath(root), safe_name(host))
+        stamp = utc_stamp(started_epoch_s)
+        path = os.path.join(base, stamp)
+        n = 1
+        while os.path.exists(path):  # two runs in the same second keep both
+            n += 1
+            path = os.path.join(base, "%s-%d" % (stamp, n))
+        os.makedirs(path)
+        self.path = path
+
+    def attempt_dir(self, n):
+        return "attempt-%d" % n
+
+    def trace_relpath(self, n):
+        return os.path.join(self.attempt_dir(n), "trace.jsonl")
+
+    def diagnostics_relpath(self, n):
+        return os.path.join(self.attempt_dir(n), "diagnostics")
+
+    def abspath(self, relpath):
+        return os.path.join(self.path, relpath)
+
+    def write_diagnostic(self, n, name, text):
+        """Write attempt n's diagnostic `name` (e.g. "journal" → journal.txt); returns its relpath."""
+        rel = os.path.join(self.diagnostics_relpath(n), safe_name(name) + ".txt")
+        full = self.abspath(rel)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        with open(full, "w", encoding="utf-8") as fh:
+            fh.write(redact_secrets(text))
+        return rel
+
+    def write_run(self, run):
+        """Write run.json atomically (a reader never sees half a file); returns its path."""
+        full = self.abspath("run.json")
+        tmp = full + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(run, fh, indent=2, sort_keys=False)
+            fh.write("\n")
+        os.replace(tmp, full)
+        return full

@@ -1,0 +1,367 @@
+"""The restart procedure of one host, as an operator would follow it: preflight, stop,
+confirm the unit's processes are gone and the GPUs released, start, watch, and on a
+failure capture diagnostics and either restart (restart_policy) or hand over.
+
+Everything that touches the host comes in as callables (shell, probe), so the procedure
+runs in unit tests against a scripted host; the action plugin plugs in Ansible.
+All state is per instance: one instance per host and task, nothing module-global.
+"""
+import dataclasses
+import os
+
+from ansible_collections.sglang_ops.serving.plugins.module_utils import restart_policy
+from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import FAILURE_CLASSES
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils import host_checks
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import iso_utc, redact_secrets
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart_watch import StartWatch
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.trace_writer import (
+    TraceWriter, relative_observation, trace_header)
+
+RELEASE_POLL_S = 2.0
+DIAGNOSTIC_TIMEOUT_S = 90
+
+
+class RemoteStepFailed(Exception):
+    """A command the procedure depends on (systemctl start, ...) failed on the host."""
+
+
+def default_artifacts_root(playbook_dir):
+    """artifacts/ beside playbooks/ (the repository root), or beside a root-level playbook."""
+    base = os.path.abspath(playbook_dir or os.getcwd())
+    if os.path.basename(base) == "playbooks":
+        base = os.path.dirname(base)
+    return os.path.join(base, "artifacts")
+
+
+def detector_factory(overrides, poll_s):
+    """(make_detector(gpus), settings); ValueError on an unknown or bad setting."""
+    from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Detector
+    from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings
+    settings = DetectorSettings().with_overrides(dict(overrides or {}))
+
+    def make_detector(gpus):
+        return Detector(settings, gpus=gpus, poll_s=poll_s)
+    return make_detector, settings
+
+
+def settings_dict(settings):
+    if settings is None:
+        return {}
+    if hasattr(settings, "to_dict"):
+        return settings.to_dict()
+    if dataclasses.is_dataclass(settings):
+        return dataclasses.asdict(settings)
+    return dict(vars(settings))
+
+
+def format_progress(assessment, elapsed_s):
+    """The one-line progress text (the detector's progress_line formatter)."""
+    from ansible_collections.sglang_ops.serving.plugins.module_utils import progress_line
+    del elapsed_s  # the assessment carries the elapsed time of its observation
+    return progress_line.progress_line(assessment)
+
+
+def _count(n, word):
+    return "%d %s%s" % (n, word, "" if n == 1 else "s")
+
+
+class RestartProcedure:
+    def __init__(self, host, args, artifacts, settings, make_detector, shell, probe, emit,
+                 format_progress, clock, sleep, backoff, rng):
+        self.host = host
+        self.args = args
+        self.unit = args["unit"]
+        self.artifacts = artifacts
+        self.make_detector = make_detector
+        self.shell = shell
+        self.probe = probe
+        self.emit = emit
+        self.format_progress = format_progress
+        self.clock = clock
+        self.sleep = sleep
+        self.backoff = backoff
+        self.rng = rng
+        self.changed = False
+        self.venv = None
+        self.record = {
+            "host": host, "unit": self.unit, "started": iso_utc(clock()), "finished": None,
+            "outcome": None, "gave_up_because": None, "attempts": [], "preflight": {},
+            "settings": settings_dict(settings),
+            "options": {k: args[k] for k in ("poll_s", "max_attempts", "start_timeout_s",
+                                              "stop_timeout_s", "kill_orphans")},
+        }
+
+    # ---- remote steps -------------------------------------------------------------
+    def _sh(self, cmd, what, timeout_s=None, check=True):
+        rc, out, err = self.shell(cmd, timeout_s)
+        if check and rc != 0:
+            detail = (err or out or "").strip()[-400:]
+            raise RemoteStepFailed("%s failed on %s (rc %s): %s" % (what, self.host, rc, redact_secrets(detail)))
+        return rc, out, err
+
+    def _unit_props(self):
+        _, out, _ = self._sh(host_checks.show_cmd(self.unit), "systemctl show")
+        return host_checks.parse_show(out)
+
+    def _gpu_check(self):
+        _, out, _ = self._sh(host_checks.gpu_holders_cmd(self.unit), "GPU holder listing")
+        return host_checks.classify_holders(host_checks.parse_gpu_holders(out), self.venv)
+
+    def _probe_args(self, cursor, want_stacks, since_epoch_s):
+        a = self.args
+        module_args = {"unit": self.unit, "port": a["port"], "host": a["host"],
+                       "cursor": cursor, "want_stacks": bool(want_stacks),
+                       "completion": "auto", "completion_model": a["completion_model"]}
+        if a.get("api_key_env_file"):
+            module_args["api_key_env_file"] = a["api_key_env_file"]
+        if since_epoch_s is not None:
+            module_args["since_epoch_s"] = since_epoch_s
+        return module_args
+
+    # ---- check mode / status --------------------------------------------------------
+    def observe_once(self):
+        """One observation and the detector's reading of it; changes nothing on the host."""
+        props = self._unit_props()
+        if not host_checks.unit_installed(props):
+            return self._finish("check_mode", "preflight", "unit_missing",
+                                "unit %s is not installed on %s" % (self.unit, self.host), failed=True)
+        self.venv = host_checks.venv_prefix(props.get("ExecStart"))
+        check = self._gpu_check()
+        self._note_preflight(check)
+        t0 = self.clock()
+        result = self.probe(self._probe_args(None, False, None))
+        if result.get("failed") or "observation" not in result:
+            raise RemoteStepFailed("probe failed on %s: %s" % (self.host, result.get("msg", "no observation")))
+        obs = relative_observation(result["observation"], t0)
+        detector = self.make_detector(len(obs.get("gpus") or []))
+        a = detector.observe(obs)
+        self.emit(self.format_progress(a, 0.0))
+        would = ("would stop %s, confirm its processes are gone and the GPUs released, start it and "
+                 "watch every %.0f s (up to %d attempts)" % (self.unit, self.args["poll_s"], self.args["max_attempts"]))
+        foreign = check.of_kind("foreign")
+        orphans = check.of_kind("orphan")
+        if foreign:
+            would = "would refuse: GPUs held by processes outside the unit: " + \
+                    "; ".join(h.describe() for h in foreign)
+        elif orphans and not self.args["kill_orphans"]:
+            would = "would refuse: leftover server processes hold GPUs (kill_orphans is off): " + \
+                    "; ".join(h.describe() for h in orphans)
+        res = self._finish("check_mode", a.phase, a.reason_code, a.reason)
+        res.update({"changed": True, "would": would, "assessment": _plain(a),
+                    "unit_state": obs.get("unit"), "missing": result.get("missing", {}),
+                    "msg": "%s: %s; %s" % (self.host, a.reason, would)})
+        res["verdict"] = a.verdict
+        return res
+
+    # ---- the restart -------------------------------------------------------------------
+    def restart(self):
+        props = self._unit_props()
+        if not host_checks.unit_installed(props):
+            return self._hand_over("preflight", "unit_missing",
+                                   "unit %s is not installed (run playbooks/site.yml first)" % self.unit)
+        self.venv = host_checks.venv_prefix(props.get("ExecStart"))
+        check = self._gpu_check()
+        self._note_preflight(check)
+        foreign = check.of_kind("foreign")
+        if foreign:
+            return self._hand_over("preflight", "gpu_busy_foreign",
+                                   "GPUs held by processes outside %s: %s" % (
+                                       self.unit, "; ".join(h.describe() for h in foreign)))
+        orphans = check.of_kind("orphan")
+        if orphans and not self.args["kill_orphans"]:
+            return self._hand_over("preflight", "orphan_processes",
+                                   "leftover server processes outside %s hold GPU memory: %s "
+                                   "(set kill_orphans: true to kill them)" % (
+                                       self.unit, "; ".join(h.describe() for h in orphans)))
+
+        max_attempts = self.args["max_attempts"]
+        earlier_codes = []
+        for n in range(1, max_attempts + 1):
+            if n > 1:
+                delay_s = self.backoff.delay_s(n - 1, self.rng)
+                self.emit("restart %d of %d in %.0f s" % (n - 1, max_attempts - 1, delay_s))
+                self.sleep(delay_s)
+            problem = self._stop_and_release()
+            if problem:
+                return self._hand_over("stopping", problem[0], problem[1])
+            outcome = self._attempt(n)
+            attempt = {"n": n, "trace": self.artifacts.trace_relpath(n), **outcome.to_dict(),
+                       "probe_cost": outcome.probe_cost}
+            self.record["attempts"].append(attempt)
+            if outcome.ready:
+                attempt["action"] = "ready"
+                self.emit("ready after %.0f s: a completion answered (attempt %d)" % (outcome.t, n))
+                return self._finish("ready", outcome.phase, "ready", outcome.reason)
+            self.emit("%s in %s after %.0f s: %s (%s); capturing diagnostics" % (
+                outcome.verdict.upper(), outcome.phase, outcome.t, outcome.reason_code, outcome.reason))
+            attempt["diagnostics"] = self._capture_diagnostics(n, attempt["started_epoch_s"])
+            decision = restart_policy.decide(outcome.reason_code, n, max_attempts, earlier_codes)
+            earlier_codes.append(outcome.reason_code)
+            attempt["action"] = "restarted" if decision.restarts else "handed_over"
+            attempt["decision"] = decision.reason
+            self.artifacts.write_run(self.record)
+            if not decision.restarts:
+                return self._hand_over(outcome.phase, outcome.reason_code, outcome.reason,
+                                       because=decision.reason, verdict=outcome.verdict)
+            self.emit("automatic restart: " + decision.reason)
+        raise AssertionError("unreachable: the policy hands over when attempts are exhausted")
+
+    def _attempt(self, n):
+        t0 = self.clock()
+        self._sh(host_checks.start_cmd(self.unit), "systemctl start")
+        self.changed = True
+        self.emit("started %s (attempt %d of %d); probing every %.0f s" % (
+            self.unit, n, self.args["max_attempts"], self.args["poll_s"]))
+        header_name = "%s-%s-attempt-%d" % (self.host, os.path.basename(self.artifacts.path), n)
+
+        def open_trace(gpus):
+            return TraceWriter(self.artifacts.abspath(self.artifacts.trace_relpath(n)), trace_header(
+                header_name, self.unit, self.args["poll_s"], gpus,
+                "restart of %s on %s, attempt %d of %d" % (self.unit, self.host, n, self.args["max_attempts"])))
+
+        watch = StartWatch(
+            probe=lambda cursor, want_stacks: self.probe(
+                self._probe_args(cursor, want_stacks, t0 if cursor is None else None)),
+            make_detector=self.make_detector, open_trace=open_trace, emit=self.emit,
+            format_progress=self.format_progress, clock=self.clock, sleep=self.sleep,
+            poll_s=self.args["poll_s"], start_timeout_s=self.args["start_timeout_s"])
+        return _AttemptOutcome(watch.run(t0), t0)
+
+    def _stop_and_release(self):
+        """Stop the unit and wait (bounded) until its cgroup is empty and the GPUs are
+        back to baseline. None when done, else (reason_code, reason)."""
+        timeout_s = self.args["stop_timeout_s"]
+        self.emit("stopping %s (timeout %.0f s)" % (self.unit, timeout_s))
+        rc, _, err = self.shell(host_checks.stop_cmd(self.unit, timeout_s), timeout_s + 30)
+        self.changed = True
+        if rc != 0:
+            self.emit("stop did not finish (rc %s): sending SIGKILL to the unit's processes" % rc)
+            self.shell(host_checks.kill_unit_cmd(self.unit), 60)
+        deadline = self.clock() + self.args["release_timeout_s"]
+        while True:
+            _, out, _ = self._sh(host_checks.unit_pids_cmd(self.unit), "process listing")
+            left = host_checks.parse_unit_pids(out)
+            if not left:
+                break
+            if self.clock() >= deadline:
+                return ("gpu_not_released", "processes of %s survived stop and SIGKILL: %s" % (
+                    self.unit, "; ".join("PID %d (state %s): %s" % p for p in left)))
+            self.shell(host_checks.kill_unit_cmd(self.unit), 60)
+            self.sleep(RELEASE_POLL_S)
+        killed = self.record["preflight"].setdefault("orphans_killed", [])
+        while True:
+            check = self._gpu_check()
+            foreign = check.of_kind("foreign")
+            if foreign:
+                return ("gpu_busy_foreign", "GPUs held by processes outside %s: %s" % (
+                    self.unit, "; ".join(h.describe() for h in foreign)))
+            orphans = check.of_kind("orphan")
+            if orphans:
+                if not self.args["kill_orphans"]:
+                    return ("orphan_processes", "leftover server processes hold GPU memory after stop: %s "
+                            "(set kill_orphans: true to kill them)" % "; ".join(h.describe() for h in orphans))
+                self.emit("killing leftover server processes: " + "; ".join(h.describe() for h in orphans))
+                self.shell(host_checks.kill_pids_cmd([h.pid for h in orphans]), 30)
+                killed.extend(redact_secrets(h.describe()) for h in orphans)
+            released, why = host_checks.gpu_released(check, self.args["gpu_idle_mib"])
+            if released and not orphans:
+                return None
+            if self.clock() >= deadline:
+                return ("gpu_not_released", why or "GPU memory not back to baseline")
+            self.sleep(RELEASE_POLL_S)
+
+    def _capture_diagnostics(self, n, since_epoch_s):
+        """Diagnostics of attempt n into attempt-<n>/diagnostics; returns the folder's relpath."""
+        cmds = host_checks.diagnostics_cmds(self.unit, since_epoch_s - 5, self.venv)
+        for name, cmd in cmds.items():
+            try:
+                rc, out, err = self.shell(cmd, DIAGNOSTIC_TIMEOUT_S)
+                text = out + (("\n# stderr\n" + err) if err.strip() else "")
+                if rc not in (0, None) and name != "unit-status":  # systemctl status exits 3 when stopped
+                    text += "\n# exit status %s\n" % rc
+            except Exception as exc:  # one diagnostic that cannot be read must not lose the others
+                text = "capture failed: %s\n" % exc
+            if name == "py-spy":
+                parts = host_checks.split_pyspy(text)
+                for label, part in parts.items():
+                    self.artifacts.write_diagnostic(n, "py-spy-" + label, part)
+                if not parts:
+                    self.artifacts.write_diagnostic(n, "py-spy", text or "no Python process left in the unit\n")
+            else:
+                self.artifacts.write_diagnostic(n, name, text)
+        return self.artifacts.diagnostics_relpath(n)
+
+    def _note_preflight(self, check):
+        self.record["preflight"].update({
+            "nvidia_smi": check.available, "nvidia_smi_error": check.error, "gpus": len(check.gpus),
+            "gpu_holders": [{"pid": h.pid, "kind": h.kind, "mem_mib": h.mem_mib,
+                             "cmdline": redact_secrets(h.cmdline)} for h in check.holders],
+        })
+
+    # ---- endings -----------------------------------------------------------------------
+    def give_up_on_error(self, message):
+        return self._hand_over("unknown", "remote_step_failed", message)
+
+    def _hand_over(self, phase, code, reason, because=None, verdict=None):
+        n = len(self.record["attempts"])
+        if because is None:
+            because = "%s: %s" % (phase, code) if phase in ("preflight", "stopping") else code
+        self.record["gave_up_because"] = because
+        res = self._finish("gave_up", phase, code, reason, failed=True, verdict=verdict)
+        title = FAILURE_CLASSES[code].title if code in FAILURE_CLASSES else code
+        res["msg"] = ("%s: gave up on %s after %s, in phase %s: %s (%s): %s. Why no restart: %s. "
+                      "Artifacts: %s" % (self.host, self.unit, _count(n, "attempt"), phase, title, code,
+                                         redact_secrets(reason), because, self.artifacts.path))
+        res["report"] = self._write_incident_report()
+        return res
+
+    def _finish(self, outcome, phase, code, reason, failed=False, verdict=None):
+        self.record.update({"finished": iso_utc(self.clock()), "outcome": outcome})
+        run_json = self.artifacts.write_run(self.record)
+        if verdict is None:
+            verdict = {"ready": "ready", "check_mode": "observed"}.get(outcome, FAILURE_CLASSES[code].verdict
+                                                                      if code in FAILURE_CLASSES else "failed")
+        res = {"changed": self.changed, "outcome": outcome, "verdict": verdict, "phase": phase,
+               "reason_code": code, "reason": redact_secrets(reason or ""),
+               "attempts": self.record["attempts"], "artifacts": self.artifacts.path, "run_json": run_json,
+               "gave_up_because": self.record["gave_up_because"]}
+        if failed:
+            res["failed"] = True
+        if outcome == "ready":
+            res["msg"] = "%s: %s ready after %s; artifacts: %s" % (
+                self.host, self.unit, _count(len(self.record["attempts"]), "attempt"), self.artifacts.path)
+        return res
+
+    def _write_incident_report(self):
+        """Render the incident report when the report writer is installed; its failure
+        must not hide the hand-over itself."""
+        try:
+            from ansible_collections.sglang_ops.serving.plugins.plugin_utils import incident_report
+        except ImportError:
+            return None
+        try:
+            return incident_report.write_run_report(self.artifacts.path)
+        except Exception as exc:  # report rendering is best effort; the run.json is the record
+            self.emit("incident report could not be written: %s" % exc)
+            return None
+
+
+class _AttemptOutcome:
+    """A WatchOutcome plus when the attempt began (for the journal window)."""
+
+    def __init__(self, outcome, started_epoch_s):
+        self._outcome = outcome
+        self.started_epoch_s = started_epoch_s
+
+    def __getattr__(self, name):
+        return getattr(self._outcome, name)
+
+    def to_dict(self):
+        d = self._outcome.to_dict()
+        d["started"] = iso_utc(self.started_epoch_s)
+        d["started_epoch_s"] = round(self.started_epoch_s, 3)
+        return d
+
+
+def _plain(assessment):
+    return assessment.to_dict() if hasattr(assessment, "to_dict") else dict(assessment)

@@ -1,0 +1,108 @@
+"""Write what the restart action observed as a replayable trace (format sglang-trace/1).
+
+The probe reports wall-clock epoch seconds in `ts` (also in each log record); a trace
+carries `t`, seconds since the watch began. relative_observation() does that conversion,
+TraceWriter appends one JSON line per observation and flushes it, so a trace is complete
+up to the last poll even when the controller is interrupted.
+"""
+import json
+import os
+
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import redact_secrets
+
+TRACE_FORMAT = "sglang-trace/1"
+
+
+def trace_header(name, unit, poll_s, gpus, description=""):
+    """The first line of a trace. No `expect`: a recorded start carries no label."""
+    header = {"format": TRACE_FORMAT, "name": name, "unit": unit, "poll_s": float(poll_s)}
+    if gpus:  # a host where nvidia-smi could not be read leaves the count out
+        header["gpus"] = int(gpus)
+    header["description"] = description
+    return header
+
+
+def _relative_t(ts, t0):
+    return round(float(ts) - t0, 3)
+
+
+def relative_observation(obs, t0):
+    """A copy of a probe observation with `ts` (epoch seconds) turned into `t` (since t0).
+
+    An observation that already has `t` keeps it. Log records get the same treatment and
+    their text is passed through redact_secrets, so a key that slipped into a log line
+    never reaches a trace.
+    """
+    out = {k: v for k, v in obs.items() if k != "ts"}
+    if "t" not in out:
+        if "ts" not in obs:
+            raise ValueError("observation has neither 't' nor 'ts'")
+        out["t"] = _relative_t(obs["ts"], t0)
+    if "log" in obs:
+        records = []
+        for rec in obs["log"] or []:
+            new = {k: v for k, v in rec.items() if k != "ts"}
+            if "t" not in new:
+                new["t"] = _relative_t(rec.get("ts", obs.get("ts", t0)), t0)
+            new["msg"] = redact_secrets(str(rec.get("msg", "")))
+            records.append(new)
+        out["log"] = records
+    # `t` first, the order the format's examples use
+    return {"t": out.pop("t"), **out}
+
+
+class TraceWriter:
+    """Append-only writer of one trace file: header on open, one line per observation."""
+
+    def __init__(self, path, header):
+        if header.get("format") != TRACE_FORMAT:
+            raise ValueError("trace header must have format %r" % TRACE_FORMAT)
+        parent = os.path.dirname(path)
+        if parent:
+            os.makedirs(parent, exist_ok=True)
+        self.path = path
+        self.count = 0
+        self._fh = open(path, "w", encoding="utf-8")
+        self._write(header)
+
+    def _write(self, obj):
+        self._fh.write(json.dumps(obj, ensure_ascii=False, sort_keys=False) + "\n")
+        self._fh.flush()
+
+    def append(self, observation):
+        if "t" not in observation:
+            raise ValueError("trace observations need 't' (use relative_observation)")
+        self._write(observation)
+        self.count += 1
+
+    def close(self):
+        if not self._fh.closed:
+            self._fh.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+def read_trace(path):
+    """(header, observations) of a trace file; ValueError names the bad line."""
+    with open(path, encoding="utf-8") as fh:
+        lines = [line for line in fh if line.strip()]
+    if not lines:
+        raise ValueError("%s: empty trace" % path)
+    parsed = []
+    for n, line in enumerate(lines, 1):
+        try:
+            parsed.append(json.loads(line))
+        except ValueError as exc:
+            raise ValueError("%s:%d: not JSON: %s" % (path, n, exc))
+    header, observations = parsed[0], parsed[1:]
+    if header.get("format") != TRACE_FORMAT:
+        raise ValueError("%s:1: not a %s header" % (path, TRACE_FORMAT))
+    for n, obs in enumerate(observations, 2):
+        if not isinstance(obs.get("t"), (int, float)):
+            raise ValueError("%s:%d: observation without numeric 't'" % (path, n))
+    return header, observations

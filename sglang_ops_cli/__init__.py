@@ -1,0 +1,1 @@
+"""The `sglang-ops` command line (bin/sglang-ops): one module per subcommand."""

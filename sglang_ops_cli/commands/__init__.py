@@ -1,0 +1,1 @@
+"""Subcommands. Each module defines HELP, add_arguments(parser) and run(args) -> exit code."""

@@ -1,0 +1,70 @@
+"""`sglang-ops replay FILE`: feed a recorded trace to the detector the restart uses.
+
+The last stdout line is the verdict JSON of the replay contract
+(../shared/traces/FORMAT.md); `--verbose` prints one progress line per observation
+before it. Exit status: 0 when the trace was read, 2 for a malformed trace or bad
+settings.
+"""
+import json
+import sys
+
+from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Detector
+from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings
+from ansible_collections.sglang_ops.serving.plugins.module_utils.progress_line import progress_line
+from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import TraceFormatError, read_trace
+
+HELP = "replay a recorded start (sglang-trace/1) through the stall detector"
+
+
+def add_arguments(parser):
+    parser.add_argument("file", help="trace file (JSON Lines, sglang-trace/1)")
+    parser.add_argument("--verbose", "-v", action="store_true", help="print the per-observation timeline")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a detector setting (repeatable), e.g. --set stall_idle_window_s=300")
+
+
+def parse_overrides(pairs):
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError("--set expects KEY=VALUE, got %r" % pair)
+        out[key.strip()] = value.strip()
+    return out
+
+
+def replay(header, observations, settings, on_assessment=None):
+    """The verdict dict of the replay contract for one trace."""
+    det = Detector(settings, gpus=header.get("gpus"), poll_s=float(header.get("poll_s", 10.0)))
+    last = None
+    for obs in observations:
+        last = det.observe(obs)
+        if on_assessment is not None:
+            on_assessment(last)
+        if last.final:
+            break
+    if last is None:
+        return {"verdict": "undecided", "t": None, "phase": None, "reason": "the trace has no observations"}
+    verdict = last.verdict if last.final else "undecided"
+    reason = last.reason if last.final else "end of trace while %s: %s" % (last.verdict, last.reason)
+    return {"verdict": verdict, "t": last.t, "phase": last.phase, "reason": reason,
+            "reason_code": last.reason_code, "evidence": last.evidence}
+
+
+def run(args):
+    try:
+        settings = DetectorSettings().with_overrides(parse_overrides(args.overrides))
+    except ValueError as e:
+        print("sglang-ops replay: %s" % e, file=sys.stderr)
+        return 2
+    try:
+        header, observations = read_trace(args.file)
+    except TraceFormatError as e:
+        print("sglang-ops replay: malformed trace %s" % e, file=sys.stderr)
+        return 2
+    show = None
+    if args.verbose:
+        def show(a):
+            print("%8.1f  %-11s %s" % (a.t, a.verdict, progress_line(a)))
+    print(json.dumps(replay(header, observations, settings, show), sort_keys=False))
+    return 0

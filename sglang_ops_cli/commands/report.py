@@ -1,0 +1,88 @@
+"""`bin/sglang-ops report TRACE|RUN_DIR [-o DIR]`: render the incident report (report.md,
+report.json, timeline.svg) of a restart run directory, or of any trace file.
+
+A run directory gets its report inside it unless -o says otherwise; a trace gets it in
+artifacts/reports/<trace name>/ with a redacted copy of the trace beside it. Prints the
+report's five-line summary and the paths written.
+
+exit status: 0 written; 1 the report could not be written; 2 usage (no such path, not a
+trace or run directory, malformed trace).
+"""
+import argparse
+import json
+import os
+import sys
+
+NAME = "report"
+HELP = "render the incident report of a trace file or a restart run directory"
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEFAULT_REPORTS_DIR = os.path.join(ROOT, "artifacts", "reports")
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def _report_module():
+    collections = os.path.join(ROOT, "collections")
+    if collections not in sys.path:
+        sys.path.insert(0, collections)
+    from ansible_collections.sglang_ops.serving.plugins.plugin_utils import incident_report
+    return incident_report
+
+
+def add_arguments(parser):
+    parser.add_argument("path", metavar="TRACE|RUN_DIR",
+                        help="a trace file (sglang-trace/1) or artifacts/<host>/<stamp>")
+    parser.add_argument("-o", "--output", metavar="DIR",
+                        help="where to write the report (default: the run directory, or "
+                             "artifacts/reports/<trace name>/ for a trace)")
+    parser.epilog = "exit status: 0 written, 1 could not write, 2 usage or unreadable input"
+
+
+def default_output(path):
+    stem = os.path.basename(os.path.normpath(path))
+    if stem.endswith(".jsonl"):
+        stem = stem[: -len(".jsonl")]
+    if stem == "trace":  # attempt-N/trace.jsonl: name it after the attempt folder
+        stem = os.path.basename(os.path.dirname(os.path.abspath(path))) or stem
+    return os.path.join(DEFAULT_REPORTS_DIR, stem)
+
+
+def run(args, out=None, err=None):
+    out, err = out or sys.stdout, err or sys.stderr
+    path = args.path
+    if not os.path.exists(path):
+        err.write("sglang-ops report: %s does not exist\n" % path)
+        return EXIT_USAGE
+    reports = _report_module()
+    try:
+        if os.path.isdir(path):
+            paths = reports.write_incident_report(path, out_dir=args.output)
+        else:
+            paths = reports.write_trace_report(path, args.output or default_output(path))
+    except reports.ReportInputError as exc:
+        err.write("sglang-ops report: %s\n" % exc)
+        return EXIT_USAGE
+    except (OSError, ImportError) as exc:
+        err.write("sglang-ops report: could not write the report: %s\n" % exc)
+        return EXIT_FAILED
+    with open(paths["json"], encoding="utf-8") as fh:
+        summary = json.load(fh).get("summary") or []
+    for n, line in enumerate(summary, 1):
+        out.write("%d. %s\n" % (n, line))
+    for kind in ("markdown", "json", "chart", "trace"):
+        if kind in paths:
+            out.write("%-8s %s\n" % (kind, paths[kind]))
+    return EXIT_OK
+
+
+def register(subparsers):
+    parser = subparsers.add_parser(NAME, help=HELP, description=HELP)
+    add_arguments(parser)
+    parser.set_defaults(func=run)
+    return parser
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="sglang-ops " + NAME, description=HELP)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))

@@ -1,0 +1,85 @@
+"""What `bin/sglang-ops restart` and `status` share: their arguments, finding
+ansible-runner (re-running the command inside the project's .venv when the current
+interpreter lacks it), and turning the playbook's outcome into an exit status."""
+import importlib.util
+import os
+import sys
+
+from sglang_ops_cli import playbook_run
+from sglang_ops_cli.playbook_run import EXIT_USAGE, ROOT
+
+VENV_PYTHON = os.path.join(ROOT, ".venv", "bin", "python")
+_REEXEC_MARK = "SGLANG_OPS_REEXEC"
+
+EXIT_CODES_EPILOG = """exit status:
+  0  every host ready
+  1  a host gave up or a task failed (see the printed artifacts path)
+  2  usage error, missing inventory, or ansible-runner not installed
+  3  (status) reachable, but the service is not ready
+  4  at least one host unreachable"""
+
+
+def add_arguments(parser):
+    parser.add_argument("-i", "--inventory", default=os.path.join(ROOT, "inventories", "demo"),
+                        help="inventory file or folder (default: inventories/demo)")
+    parser.add_argument("--limit", metavar="HOST", help="only these hosts (Ansible --limit pattern)")
+    parser.add_argument("-e", "--extra-vars", dest="extra_vars", action="append", default=[],
+                        metavar="KEY=VALUE", help="extra variable for the playbook (repeatable)")
+
+
+def ansible_runner_available():
+    return importlib.util.find_spec("ansible_runner") is not None
+
+
+def ensure_ansible_runner(argv=None, err=None):
+    """Return None when ansible_runner is importable. Otherwise re-exec the command with the
+    project's .venv interpreter (never returns), or, when that is impossible, print why and
+    return EXIT_USAGE."""
+    err = err or sys.stderr
+    if ansible_runner_available():
+        return None
+    argv = list(sys.argv if argv is None else argv)
+    here = os.path.realpath(sys.executable)
+    script = argv[0] if argv and os.path.isfile(argv[0]) else None
+    if (script and os.access(VENV_PYTHON, os.X_OK) and os.path.realpath(VENV_PYTHON) != here
+            and not os.environ.get(_REEXEC_MARK)):
+        os.environ[_REEXEC_MARK] = "1"
+        os.execv(VENV_PYTHON, [VENV_PYTHON, script] + argv[1:])
+    err.write("sglang-ops: ansible-runner is not installed for %s.\n"
+              "Create the project virtualenv first (make venv, or bin/bootstrap-venv), then run "
+              "bin/sglang-ops again; it uses %s when it exists.\n" % (sys.executable, VENV_PYTHON))
+    return EXIT_USAGE
+
+
+def run(args, playbook, need_ready_verdict, out=None, err=None, project_dir=ROOT):
+    """Run `playbook` for the parsed arguments; the exit status (playbook_run.EXIT_*)."""
+    out, err = out or sys.stdout, err or sys.stderr
+    try:
+        extravars = playbook_run.parse_extravars(args.extra_vars)
+    except ValueError as exc:
+        err.write("sglang-ops: %s\n" % exc)
+        return EXIT_USAGE
+    if not os.path.exists(args.inventory):
+        err.write("sglang-ops: inventory %s does not exist\n" % args.inventory)
+        return EXIT_USAGE
+    missing = ensure_ansible_runner(err=err)
+    if missing is not None:
+        return missing
+    outcome = playbook_run.run_playbook(playbook, inventory=args.inventory, limit=args.limit,
+                                        extravars=extravars, out=out, project_dir=project_dir)
+    code = outcome.exit_code(need_ready_verdict=need_ready_verdict)
+    err.write("sglang-ops: %s\n" % describe(outcome, code))
+    return code
+
+
+def describe(outcome, code):
+    parts = ["exit %d" % code]
+    if outcome.unreachable:
+        parts.append("unreachable: %s" % ", ".join(outcome.unreachable))
+    if outcome.failed:
+        parts.append("failed: %s" % ", ".join(outcome.failed))
+    if outcome.verdicts:
+        parts.append("verdicts: %s" % ", ".join("%s=%s" % hv for hv in sorted(outcome.verdicts.items())))
+    if not outcome.unreachable and not outcome.failed and outcome.rc != 0:
+        parts.append("ansible-playbook rc %d (%s)" % (outcome.rc, outcome.status))
+    return "; ".join(parts)

@@ -1,0 +1,1 @@
+"""SGLang stand-in (test double): the `sglang.srt` namespace, flags only."""

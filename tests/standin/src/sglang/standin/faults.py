@@ -1,0 +1,136 @@
+"""Injected faults of the SGLang stand-in: parsing, validation and the start counter.
+
+Sources: the JSON in $SGLANG_STANDIN_FAULT (wins) or the file named by the
+`faults_file` setting. Either holds one fault object, a list of them, or
+{"faults": [...]}. A fault with "times": N is active only on the first N starts
+counted for that exact fault configuration (state_dir/starts.json).
+"""
+import fcntl
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+
+RANK_PHASES = ("distributed_init", "weight_load", "post_load", "kv_cache", "jit_compile", "cuda_graph")
+MAIN_PHASES = ("http_server", "warmup")
+PHASES = RANK_PHASES + MAIN_PHASES
+KINDS = ("stall", "fatal", "exit", "port_in_use", "slow_disk", "long_jit", "leftover",
+         "hang_after_ready")
+MODES = ("idle", "spin")
+
+_ALLOWED = {
+    "stall": {"phase", "mode", "ranks", "at"},
+    "fatal": {"phase", "line", "ranks", "at", "then", "mode", "code"},
+    "exit": {"phase", "code", "line", "ranks", "at"},
+    "port_in_use": set(),
+    "slow_disk": {"read_mib_s"},
+    "long_jit": {"seconds", "compilers"},
+    "leftover": {"rank", "escape_cgroup"},
+    "hang_after_ready": {"after_s", "mode"},
+}
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: str
+    phase: str = ""
+    mode: str = "idle"
+    ranks: tuple = ()           # empty = every rank (stall) / rank 0 (fatal, exit lines)
+    at: int = 0                 # items done (shards, captured batches) before acting
+    line: tuple = ()            # messages; a preset name expands to real SGLang text
+    then: str = "hang"          # fatal: "hang" or "exit"
+    code: int = 1
+    read_mib_s: float = 0.5
+    seconds: float = 60.0
+    compilers: int = 0          # 0 = the jit_compilers setting
+    rank: int = -1              # leftover: which TP rank survives (-1 = the last)
+    escape_cgroup: bool = True
+    after_s: float = 0.0
+    times: int = 0              # 0 = every start
+    raw: dict = field(default_factory=dict, compare=False)
+
+
+def _as_list(data):
+    if isinstance(data, dict) and "faults" in data:
+        data = data["faults"]
+    if isinstance(data, dict):
+        data = [data]
+    if not isinstance(data, list):
+        raise ValueError("faults: expected an object, a list, or {\"faults\": [...]}")
+    return data
+
+
+def parse(data):
+    faults = []
+    for item in _as_list(data):
+        if not isinstance(item, dict) or item.get("kind") not in KINDS:
+            raise ValueError(f"fault {item!r}: kind must be one of {', '.join(KINDS)}")
+        kind = item["kind"]
+        extra = set(item) - _ALLOWED[kind] - {"kind", "times"}
+        if extra:
+            raise ValueError(f"fault {kind}: unknown keys {sorted(extra)}")
+        phase = item.get("phase", "")
+        if kind in ("stall", "fatal", "exit") and phase not in PHASES:
+            raise ValueError(f"fault {kind}: phase must be one of {', '.join(PHASES)}")
+        mode = item.get("mode", "idle")
+        if mode not in MODES:
+            raise ValueError(f"fault {kind}: mode must be idle or spin")
+        then = item.get("then", "hang")
+        if then not in ("hang", "exit"):
+            raise ValueError("fault fatal: then must be hang or exit")
+        line = item.get("line", ())
+        line = (line,) if isinstance(line, str) else tuple(line)
+        if kind == "fatal" and not line:
+            raise ValueError("fault fatal: needs a line (a preset name or text)")
+        read = float(item.get("read_mib_s", 0.5))
+        if kind == "slow_disk" and read <= 0:
+            raise ValueError("fault slow_disk: read_mib_s must be > 0 (slow, never zero)")
+        faults.append(Fault(
+            kind=kind, phase=phase, mode=mode, ranks=tuple(int(r) for r in item.get("ranks", ())),
+            at=int(item.get("at", 0)), line=line, then=then, code=int(item.get("code", 1)),
+            read_mib_s=read, seconds=float(item.get("seconds", 60.0)),
+            compilers=int(item.get("compilers", 0)), rank=int(item.get("rank", -1)),
+            escape_cgroup=bool(item.get("escape_cgroup", True)),
+            after_s=float(item.get("after_s", 0.0)), times=int(item.get("times", 0)), raw=item))
+    return faults
+
+
+def read_source(settings, environ=None):
+    """Return (text, origin) of the fault configuration, or ("", None)."""
+    environ = os.environ if environ is None else environ
+    text = environ.get("SGLANG_STANDIN_FAULT", "").strip()
+    if text:
+        return text, "SGLANG_STANDIN_FAULT"
+    path = settings.faults_file
+    if path and os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            text = f.read().strip()
+        if text:
+            return text, path
+    return "", None
+
+
+def count_start(state_dir, text):
+    """Add one start for this fault configuration; return its 1-based number."""
+    key = hashlib.sha256(text.encode()).hexdigest()[:16]
+    path = os.path.join(state_dir, "starts.json")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    with os.fdopen(fd, "r+", encoding="utf-8") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            counts = json.loads(f.read() or "{}")
+        except ValueError:
+            counts = {}
+        counts[key] = int(counts.get(key, 0)) + 1
+        f.seek(0)
+        f.truncate()
+        f.write(json.dumps(counts, sort_keys=True))
+        return counts[key]
+
+
+def active(faults, start_no):
+    return [f for f in faults if f.times <= 0 or start_no <= f.times]
+
+
+def to_json(faults):
+    return [dict(f.raw) for f in faults]

@@ -1,0 +1,391 @@
+"""One TP rank of the SGLang stand-in (title `sglang::scheduler_TP{n}`).
+
+Runs the start-up phases the way a real scheduler process does (own log lines with
+its TP prefix, rank 0 draws the bars), reads its share of every weight shard from
+disk, holds stand-in GPU memory, then reports `loaded` to the main process and obeys
+its commands (busy / idle / prefill / hang). Faults take effect at phase checkpoints.
+"""
+import json
+import os
+import signal
+import socket
+import threading
+import time
+
+from sglang.standin import faults as faults_mod
+from sglang.standin import logs
+from sglang.standin.gpustate import Holder, read_holders
+from sglang.standin.procs import burn, child_setup, sleep_forever, spawn
+from sglang.standin.settings import from_dict
+
+UTIL_LOADING = (0, 3)
+UTIL_BUSY = (45, 96)
+UTIL_SPIN = (97, 100)
+UTIL_IDLE = (0, 1)
+MIB = 1024 * 1024
+
+
+def batch_sizes(n):
+    sizes = [1, 2, 4]
+    while len(sizes) < n:
+        sizes.append(8 * (len(sizes) - 2))
+    return sizes[:n]
+
+
+def escape_cgroup():
+    """Best effort: leave the unit's cgroup(s) so stopping the unit cannot reach us."""
+    targets = []
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as f:
+            for line in f:
+                _, controllers, _ = line.rstrip("\n").split(":", 2)
+                if controllers == "":
+                    targets.append("/sys/fs/cgroup/cgroup.procs")
+                    targets.append("/sys/fs/cgroup/unified/cgroup.procs")
+                else:
+                    for c in controllers.split(","):
+                        targets.append(f"/sys/fs/cgroup/{c.replace('name=', '')}/cgroup.procs")
+    except OSError:
+        return
+    for path in targets:
+        try:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(str(os.getpid()))
+        except OSError:
+            pass
+
+
+class Rank:
+    def __init__(self, spec):
+        self.spec = spec
+        self.rank = spec["rank"]
+        self.gpu = spec["gpu"]
+        self.s = from_dict(spec["settings"])
+        self.faults = faults_mod.parse(spec["faults"])
+        self.family = self.s.log_family
+        self.sock = socket.socket(fileno=spec["fd"])
+        self.sock_lock = threading.Lock()
+        self.holder = Holder(self.s.state_dir, self.gpu, spec["parent_pid"])
+        self.total = self.s.gpu_mem_mib
+        self.weights_mib = int(self.total * self.s.weights_mem_frac)
+        kv = spec.get("kv_mem_mib")
+        self.kv_mib = int(kv if kv is not None else self.total * self.s.kv_mem_frac)
+        self.times = {}
+
+    # -- plumbing --------------------------------------------------------------
+    def send(self, event, **kw):
+        data = (json.dumps(dict(kw, event=event, rank=self.rank)) + "\n").encode()
+        with self.sock_lock:
+            try:
+                self.sock.sendall(data)
+            except OSError:
+                pass
+
+    def log(self, msg):
+        logs.log(msg, self.rank)
+
+    def sleep(self, key_or_s):
+        s = self.s.phase_s(key_or_s) if isinstance(key_or_s, str) else key_or_s
+        if s > 0:
+            time.sleep(s)
+
+    def avail_gb(self):
+        return (self.total - self.s.gpu_idle_mem_mib - self.holder.mem_mib) / 1024
+
+    def gb(self, mib):
+        return mib / 1024
+
+    # -- faults ----------------------------------------------------------------
+    def _mine(self, fault, default_all):
+        if fault.ranks:
+            return self.rank in fault.ranks
+        return default_all or self.rank == 0
+
+    def hang(self, mode):
+        self.holder.set(util=UTIL_SPIN if mode == "spin" else UTIL_IDLE)
+        if mode == "spin":
+            burn(None, self.s.spin_duty)
+        sleep_forever()
+
+    def checkpoint(self, phase, at=0):
+        for f in self.faults:
+            if f.phase != phase or f.at != at or f.kind not in ("stall", "fatal", "exit"):
+                continue
+            if f.kind == "stall":
+                self.hang(f.mode if self._mine(f, True) else "idle")
+            prints = self._mine(f, False)
+            if prints:
+                for preset in f.line:
+                    for msg in logs.fatal_messages(preset, self.rank, self.s):
+                        self.log(msg)
+            if f.kind == "exit" or f.then == "exit":
+                if prints or self.rank == 0:
+                    self.send("exit", code=f.code)
+                self.hang("idle")
+            self.hang(f.mode)
+
+    # -- phases ----------------------------------------------------------------
+    def distributed_init(self):
+        t0 = time.monotonic()
+        self.holder.set(mem_mib=self.s.ctx_mem_mib // 4, util=UTIL_LOADING)
+        if self.family == "0.5.16":
+            self.log("Init torch distributed begin.")
+        else:
+            self.log("Init parallel begin.")
+        self.checkpoint("distributed_init")
+        if self.family != "0.5.16" and self.rank == 0:
+            self.log("sglang is using nccl==2.28.9")
+        self.sleep("init_s")
+        self.holder.set(mem_mib=self.s.ctx_mem_mib)
+        self.check_balanced()
+        used = self.gb(self.s.ctx_mem_mib)
+        if self.family == "0.5.16":
+            self.log(f"Init torch distributed ends. mem usage={used:.2f} GB")
+        else:
+            self.log(f"Init parallel ends. elapsed={time.monotonic() - t0:.2f} s, mem usage={used:.2f} GB")
+        self.times["distributed_init"] = time.monotonic() - t0
+
+    def check_balanced(self):
+        """Memory held on our GPUs by processes of another server makes SGLang refuse to start."""
+        ours = set(self.spec["gpus_of_server"])
+        foreign = {}
+        for h in read_holders(self.s.state_dir):
+            if h.gpu in ours and h.owner != self.spec["parent_pid"]:
+                foreign[h.gpu] = foreign.get(h.gpu, 0) + h.mem_mib
+        if any(m > self.total * 0.1 for m in foreign.values()):
+            if foreign.get(self.gpu, 0) <= self.total * 0.1:
+                for msg in logs.fatal_messages("unbalanced", self.rank, self.s):
+                    self.log(msg)
+            self.send("exit", code=1)
+            self.hang("idle")
+
+    def read_slice(self, path, start, length, rate_bps):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            if self.s.drop_page_cache:
+                os.posix_fadvise(fd, start, length, os.POSIX_FADV_DONTNEED)
+            chunk = MIB if not rate_bps else int(min(MIB, max(4096, rate_bps * 0.1)))
+            t0 = time.monotonic()
+            done = 0
+            while done < length:
+                data = os.pread(fd, min(chunk, length - done), start + done)
+                if not data:
+                    break
+                done += len(data)
+                if rate_bps:
+                    ahead = done / rate_bps - (time.monotonic() - t0)
+                    if ahead > 0:
+                        time.sleep(ahead)
+        finally:
+            os.close(fd)
+
+    def weight_load(self):
+        t0 = time.monotonic()
+        self.log(f"Load weight begin. avail mem={self.avail_gb():.2f} GB")
+        self.checkpoint("weight_load", 0)
+        shards = self.spec["shards"]
+        n = max(1, len(shards))
+        per_shard_s = self.s.phase_s("weight_load_s") / n
+        cap = self.s.read_mib_s
+        for f in self.faults:
+            if f.kind == "slow_disk":
+                cap = f.read_mib_s
+        ranks = self.spec["ranks_on_node"]
+        rate_bps = cap * MIB / ranks if cap > 0 else 0
+        bar = None
+        if self.rank == 0:
+            desc = ("Loading safetensors checkpoint shards" if self.family == "0.5.16"
+                    else "Multi-thread loading shards")
+            bar = logs.Bar(desc, len(shards))
+        local = self.spec["local_index"]
+        for i, (path, size) in enumerate(shards):
+            s0 = time.monotonic()
+            part = size // ranks
+            start = local * part
+            length = size - start if local == ranks - 1 else part
+            self.read_slice(path, start, length, rate_bps)
+            rest = per_shard_s - (time.monotonic() - s0)
+            if rest > 0:
+                time.sleep(rest)
+            self.holder.set(mem_mib=self.s.ctx_mem_mib + self.weights_mib * (i + 1) // n)
+            if bar:
+                bar.update()
+            self.checkpoint("weight_load", i + 1)
+        if not shards:
+            self.holder.set(mem_mib=self.s.ctx_mem_mib + self.weights_mib)
+        if bar:
+            bar.close()
+        self.checkpoint("post_load")
+        self.sleep("post_load_s")
+        used = self.gb(self.weights_mib)
+        arch, dtype = self.spec["architecture"], self.spec["dtype"]
+        if self.family == "0.5.16":
+            self.log(f"Load weight end. type={arch}, dtype={dtype}, avail mem={self.avail_gb():.2f} GB, "
+                     f"mem usage={used:.2f} GB.")
+        else:
+            self.log(f"Load weight end. elapsed={time.monotonic() - t0:.2f} s, type={arch}, "
+                     f"quant={self.spec['quant']}, avail mem={self.avail_gb():.2f} GB, mem usage={used:.2f} GB.")
+        self.times["load_weight"] = time.monotonic() - t0
+
+    def kv_cache(self):
+        t0 = time.monotonic()
+        self.checkpoint("kv_cache")
+        self.sleep("kv_cache_s")
+        self.holder.set(mem_mib=self.holder.mem_mib + self.kv_mib)
+        tokens = self.spec["kv_tokens"]
+        line = f"KV Cache is allocated. #tokens: {tokens}, KV size: {self.gb(self.kv_mib):.2f} GB"
+        if self.family != "0.5.16":
+            line += f", dtype: {self.spec['kv_dtype']}"
+        self.log(line)
+        self.log(f"Memory pool end. avail mem={self.avail_gb():.2f} GB")
+        self.times["kv_cache_allocation"] = time.monotonic() - t0
+
+    def jit(self):
+        long_jit = [f for f in self.faults if f.kind == "long_jit"]
+        forced = any(f.phase == "jit_compile" for f in self.faults if f.kind in ("stall", "fatal", "exit"))
+        marker = os.path.join(self.spec["dg_cache_dir"], "standin-kernels.json")
+        if long_jit:
+            seconds = long_jit[0].seconds
+            compilers = long_jit[0].compilers or self.s.jit_compilers
+        elif self.s.jit_s > 0 and not os.path.exists(marker):
+            seconds, compilers = self.s.phase_s("jit_s"), self.s.jit_compilers
+        elif forced:
+            seconds, compilers = max(0.5, self.s.phase_s("jit_s")), self.s.jit_compilers
+        else:
+            return
+        t0 = time.monotonic()
+        self.holder.set(util=(0, 0))
+        if self.rank == 0:
+            self.log("Entering DeepGEMM JIT Pre-Compile session. It may take a long time (typically 10-20 mins) "
+                     "if you have not run `sglang.compile_deep_gemm`. It is recommended to run "
+                     "`sglang.compile_deep_gemm` with same args as `sglang.launch_server` for pre-compilation "
+                     "to reduce the overhead if you have not run it before. For example: "
+                     "`python3 -m sglang.compile_deep_gemm --model deepseek-ai/DeepSeek-V3 --tp 8 "
+                     "--trust-remote-code`")
+        self.checkpoint("jit_compile")
+        if self.rank == 0:
+            os.makedirs(self.spec["dg_cache_dir"], exist_ok=True)
+            names = ["nvcc", "cc1plus", "ptxas"]
+            procs = [spawn(names[i % 3], "sglang.standin.compiler",
+                           {"seconds": seconds, "cache_dir": self.spec["dg_cache_dir"],
+                            "duty": self.s.spin_duty})
+                     for i in range(compilers)]
+            for p in procs:
+                p.wait()
+            with open(marker, "w", encoding="utf-8") as f:
+                json.dump({"kernels": compilers, "compiled_s": seconds}, f)
+        else:
+            self.sleep(seconds)
+        self.times["jit_compile"] = time.monotonic() - t0
+
+    def cuda_graph(self):
+        t0 = time.monotonic()
+        if self.spec["disable_cuda_graph"]:
+            self.checkpoint("cuda_graph")
+            return
+        groups = ["decode"]
+        if self.spec["speculative"]:
+            groups = ["target verify", "draft decode"]
+        n = max(1, self.s.cuda_graph_batches)
+        sizes = batch_sizes(n)
+        per_batch = self.s.phase_s("cuda_graph_s") / (n * len(groups))
+        graph_step = self.s.graph_mem_mib / (n * len(groups))
+        self.holder.set(util=UTIL_BUSY)
+        done = 0
+        for g, group in enumerate(groups):
+            if self.family == "0.5.16":
+                self.log(f"Capture cuda graph begin. This can take up to several minutes. "
+                         f"avail mem={self.avail_gb():.2f} GB")
+            else:
+                self.log(f"Capture {group if group != 'decode' else 'target decode'} CUDA graph begin. "
+                         f"This can take up to several minutes. avail mem={self.avail_gb():.2f} GB")
+            g0 = time.monotonic()
+            if g == 0:
+                self.checkpoint("cuda_graph", 0)
+            bar = None
+            if self.rank == 0:
+                bar = logs.Bar(f"Capturing batches (bs={sizes[-1]} avail_mem={self.avail_gb():.2f} GB)", n,
+                               style="classic")
+            for k, bs in enumerate(reversed(sizes)):
+                time.sleep(per_batch)
+                self.holder.mem_mib += graph_step
+                self.holder.set()
+                done += 1
+                if bar:
+                    nxt = sizes[-k - 2] if k + 1 < n else bs
+                    bar.update(desc=f"Capturing batches (bs={nxt} avail_mem={self.avail_gb():.2f} GB)")
+                if g == 0:
+                    self.checkpoint("cuda_graph", k + 1)
+            if bar:
+                bar.close()
+            usage = self.gb(graph_step * n)
+            if self.family == "0.5.16":
+                self.log(f"Capture cuda graph end. Time elapsed: {time.monotonic() - g0:.2f} s. "
+                         f"mem usage={usage:.2f} GB. avail mem={self.avail_gb():.2f} GB.")
+            else:
+                name = group if group != "decode" else "target decode"
+                self.log(f"Capture {name} CUDA graph end. bs={sizes}, elapsed={time.monotonic() - g0:.2f} s, "
+                         f"mem usage={usage:.2f} GB, avail mem={self.avail_gb():.2f} GB.")
+        self.times["cuda_graph"] = time.monotonic() - t0
+
+    def summary(self):
+        if self.rank != 0:
+            return
+        line = (f"max_total_num_tokens={self.spec['kv_tokens']}, chunked_prefill_size="
+                f"{self.spec['chunked_prefill_size']}, max_prefill_tokens={self.spec['max_prefill_tokens']}, "
+                f"max_running_requests={self.spec['max_running_requests']}, "
+                f"context_len={self.spec['context_len']}")
+        if self.family != "0.5.16":
+            line += f", available_gpu_mem={self.avail_gb():.2f} GB"
+        self.log(line)
+
+    # -- after loading -----------------------------------------------------------
+    def serve_commands(self):
+        buf = b""
+        while True:
+            try:
+                data = self.sock.recv(65536)
+            except OSError:
+                data = b""
+            if not data:
+                # The main process is gone: a leftover rank keeps holding its memory.
+                self.holder.set(util=UTIL_IDLE)
+                sleep_forever()
+            buf += data
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                self.command(json.loads(line))
+
+    def command(self, cmd):
+        what = cmd.get("cmd")
+        if what == "busy":
+            self.holder.set(util=UTIL_BUSY)
+        elif what == "idle":
+            self.holder.set(util=UTIL_IDLE)
+        elif what == "prefill" and self.rank == 0:
+            self.log(f"Prefill batch. #new-seq: 1, #new-token: {cmd.get('tokens', 1)}, #cached-token: 0, "
+                     "token usage: 0.00, #running-req: 0, #queue-req: 0")
+        elif what == "hang":
+            self.hang(cmd.get("mode", "idle"))
+
+    def run(self):
+        self.distributed_init()
+        self.weight_load()
+        self.kv_cache()
+        self.jit()
+        self.cuda_graph()
+        self.summary()
+        self.holder.set(util=UTIL_IDLE)
+        self.send("loaded", times=self.times)
+        self.serve_commands()
+
+
+def child_main(spec):
+    leftover = spec.get("leftover", False)
+    child_setup(spec, comm=spec["title"], with_parent=not leftover)
+    if leftover:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if spec.get("escape_cgroup"):
+            escape_cgroup()
+    Rank(spec).run()

@@ -1,0 +1,817 @@
+#!/usr/bin/env python3
+"""Generate the project's labelled trace corpus (tests/traces/*.jsonl).
+
+Each scenario drives a small simulation of one SGLang start on a multi-GPU host,
+modelled on the rows of ../shared/fault-catalog.md: what the journal, the cgroup
+counters, nvidia-smi, the HTTP probe and py-spy would show, poll by poll. Labels are
+computed from the simulation itself: onset_t is the time of the last observation that
+showed progress (stalls) or the journal time of the first fatal record (failures).
+
+    python3 tests/traces/generate.py            # rewrite every trace
+    python3 tests/traces/generate.py --check    # exit 1 if a committed trace differs
+"""
+import argparse
+import json
+import os
+import random
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+UNIT = "sglang-k26-ddtree"
+BASE_CLOCK = 20 * 3600 + 27 * 60   # journal wall clock of t=0, seconds into the day
+
+
+class Sim:
+    """One start, observed every poll_s (with optional jitter and missing signals)."""
+
+    def __init__(self, name, description, gpus=8, poll_s=10.0, family="old", seed=1, jitter_s=0.0,
+                 mem_total_mib=97887, model="/models/Kimi-K2.6", model_class="DeepseekV3ForCausalLM"):
+        self.name, self.description = name, description
+        self.gpus, self.poll_s, self.family, self.jitter_s = gpus, poll_s, family, jitter_s
+        self.rng = random.Random(seed)
+        self.mem_total = mem_total_mib
+        self.model, self.model_class = model, model_class
+        self.t = 0.0
+        self.cpu_s = 0.0
+        self.read_bytes = 0
+        self.write_bytes = 0
+        self.mem = [0.0] * gpus
+        self.pid = 1986
+        self.restarts = 0
+        self.unit = ("active", "running")
+        self.comm = {"python3": gpus + 2}
+        self.health = None
+        self.completion = None
+        self.pending = []            # journal records not yet observed: (t, msg)
+        self.observations = []
+        self.expect = None
+        self.last_progress_t = 0.0
+        self.missing_gpus_polls = set()   # observation numbers where nvidia-smi times out
+        self.drop_gpu_polls = {}          # observation number -> GPU index left out
+        self.missing_procs_polls = set()
+        self.stacks_missing_reason = None
+        self.foreign_mem = [0.0] * gpus
+        for i in range(gpus):
+            self.mem[i] = 0.0
+
+    # ---------------------------------------------------------------- journal
+    def stamp(self, t):
+        s = int(BASE_CLOCK + t)
+        return "%02d:%02d:%02d" % (s // 3600 % 24, s // 60 % 60, s % 60)
+
+    def log(self, msg, ranks=None, dt=0.0, prefix=True):
+        """Queue a record at t+dt, once per rank in `ranks` (None: rank-less line)."""
+        at = round(self.t + dt, 2)
+        if not prefix:
+            self.pending.append((at, msg))
+            return
+        for r in (ranks if ranks is not None else [0]):
+            self.pending.append((at, "[2026-11-29 %s TP%d] %s" % (self.stamp(at), r, msg)))
+
+    def all_ranks(self):
+        return list(range(self.gpus))
+
+    def bar_blob(self, desc, total, seconds, sep="|"):
+        """A finished tqdm bar as journald stores it: one record, frames split by \\r."""
+        frames = []
+        for n in range(total + 1):
+            pct = int(100 * n / total)
+            el = seconds * n / total
+            frames.append("%s: %3d%% Completed %s %d/%d [%02d:%02d<%02d:%02d, %.2fit/s]" % (
+                desc, pct, sep, n, total, el // 60, el % 60, (seconds - el) // 60, (seconds - el) % 60, total / max(seconds, 1)))
+        return "\r" + "\r".join(frames)
+
+    def bar_frame(self, desc, n, total, tqdm_style=False):
+        pct = int(100 * n / total)
+        if tqdm_style:
+            fill = "#" * (pct // 10)
+            return "%s: %3d%%|%-10s| %d/%d [00:00<00:00]" % (desc, pct, fill, n, total)
+        return "%s: %3d%% Completed | %d/%d [00:00<00:00]" % (desc, pct, n, total)
+
+    # ---------------------------------------------------------------- time
+    def run(self, seconds, cpu_pct=800.0, read_bps=0.0, write_bps=0.0, mem_to=None, util=(0, 2), comm=None,
+            stacks=None, stacks_every_s=60.0, heartbeat=None, heartbeat_every_s=60.0, progress=True,
+            per_poll=None, power_w=None, read_jitter=0.15, mem_step_mib=None):
+        """Advance `seconds`, one observation per poll. `progress` marks whether this stretch
+        counts as progress for the label (a stall's onset is the last progressing poll)."""
+        end = self.t + seconds
+        start_mem = list(self.mem)
+        t0 = self.t
+        next_stack = self.t
+        next_hb = self.t + heartbeat_every_s
+        while self.t < end - 1e-6:
+            step = self.poll_s + (self.rng.uniform(-self.jitter_s, self.jitter_s) if self.jitter_s else 0.0)
+            step = max(1.0, min(step, end - self.t)) if end - self.t > 0.5 else end - self.t
+            self.t = round(self.t + step, 2)
+            frac = (self.t - t0) / seconds if seconds else 1.0
+            self.cpu_s += cpu_pct / 100.0 * step * self.rng.uniform(0.9, 1.1)
+            if read_bps:
+                self.read_bytes += int(read_bps * step * self.rng.uniform(1 - read_jitter, 1 + read_jitter))
+            if write_bps:
+                self.write_bytes += int(write_bps * step * self.rng.uniform(0.7, 1.3))
+            if self.rng.random() < 0.4:
+                self.write_bytes += 4096          # journald / pyc noise
+            if self.rng.random() < 0.2:
+                self.read_bytes += 4096
+            if mem_to is not None:
+                for i in range(self.gpus):
+                    target = start_mem[i] + (mem_to - start_mem[i]) * frac
+                    if mem_step_mib:
+                        target = start_mem[i] + (int((target - start_mem[i]) / mem_step_mib)) * mem_step_mib
+                    self.mem[i] = target
+            if heartbeat and self.t >= next_hb:
+                self.log(heartbeat, ranks=[0])
+                next_hb += heartbeat_every_s
+            if per_poll:
+                per_poll(self)
+            obs = self.observe(util, comm, power_w)
+            if stacks is not None and self.t >= next_stack:
+                if self.stacks_missing_reason:
+                    obs.setdefault("missing", {})["stacks"] = self.stacks_missing_reason
+                else:
+                    obs["stacks"] = [{"pid": self.pid + r, "rank": "TP%d" % r, "frames": list(stacks(r) if callable(stacks) else stacks)}
+                                     for r in range(self.gpus)]
+                next_stack = self.t + stacks_every_s
+            if progress:
+                self.last_progress_t = self.t
+
+    def observe(self, util, comm, power_w):
+        n = len(self.observations) + 1
+        obs = {"t": self.t}
+        obs["unit"] = {"active": self.unit[0], "sub": self.unit[1], "main_pid": self.pid, "restarts": self.restarts}
+        alive = self.unit == ("active", "running")
+        if n in self.missing_procs_polls:
+            obs["missing"] = {"procs": "cgroup read failed"}
+        else:
+            c = dict(comm or self.comm) if alive else {}
+            obs["procs"] = {"count": sum(c.values()), "cpu_s": round(self.cpu_s, 2), "read_bytes": self.read_bytes,
+                            "write_bytes": self.write_bytes, "comm": c}
+        if n in self.missing_gpus_polls:
+            obs.setdefault("missing", {})["gpus"] = "nvidia-smi timed out after 10 s"
+        else:
+            gpus = []
+            for i in range(self.gpus):
+                if self.drop_gpu_polls.get(n) == i:
+                    continue
+                u = util(i) if callable(util) else util
+                lo, hi = u if isinstance(u, tuple) else (u, u)
+                mem = (int(self.mem[i]) + self.rng.choice((-2, 0, 0, 2, 4)) if alive else 0) + int(self.foreign_mem[i])
+                g = {"index": i, "mem_used_mib": max(0, mem), "mem_total_mib": self.mem_total,
+                     "util_pct": self.rng.randint(lo, hi) if alive else self.rng.randint(0, 2)}
+                if power_w is not None:
+                    g["power_w"] = round(self.rng.uniform(*power_w), 1)
+                gpus.append(g)
+            obs["gpus"] = gpus
+            if alive and self.mem[0] > 0:
+                obs["gpu_procs"] = [{"pid": self.pid + i, "gpu": i, "mem_mib": int(self.mem[i])} for i in range(self.gpus)]
+            else:
+                obs["gpu_procs"] = []
+        obs["log"] = [{"t": at, "msg": m} for at, m in self.pending if at <= self.t]
+        self.pending = [(at, m) for at, m in self.pending if at > self.t]
+        obs["http"] = {"health": self.health, "completion": self.completion}
+        self.observations.append(obs)
+        return obs
+
+    # ---------------------------------------------------------------- labels
+    def expect_ready(self):
+        self.expect = {"outcome": "ready"}
+
+    def expect_stalled(self, phase, onset_t=None):
+        self.expect = {"outcome": "stalled", "onset_t": self.last_progress_t if onset_t is None else onset_t, "phase": phase}
+
+    def expect_failed(self, phase, onset_t):
+        self.expect = {"outcome": "failed", "onset_t": onset_t, "phase": phase}
+
+    def header(self):
+        h = {"format": "sglang-trace/1", "name": self.name, "unit": UNIT, "poll_s": self.poll_s, "gpus": self.gpus,
+             "description": self.description}
+        if self.expect:
+            h["expect"] = self.expect
+        return h
+
+    def dumps(self):
+        lines = [json.dumps(self.header())] + [json.dumps(o, separators=(", ", ": ")) for o in self.observations]
+        return "\n".join(lines) + "\n"
+
+
+# -------------------------------------------------------------------- start stages
+def s_args(sim, **extra):
+    if sim.family == "old":
+        sim.log("server_args=ServerArgs(model_path='%s', tp_size=%d, port=30001, ...)" % (sim.model, sim.gpus), prefix=False)
+    else:
+        sim.log("server_args={'model_path': '%s', 'tp_size': %d, 'port': 30001, ...}" % (sim.model, sim.gpus), prefix=False)
+
+
+def s_init(sim, seconds=15.0, spin_after=False):
+    s_args(sim)
+    if sim.family == "old":
+        sim.log("Init torch distributed begin.", sim.all_ranks())
+    else:
+        sim.log("Init parallel begin.", sim.all_ranks())
+    sim.run(sim.poll_s, cpu_pct=400, mem_to=400)
+    if sim.family == "new":
+        sim.log("sglang is using nccl==2.28.3", [0])
+    sim.run(max(sim.poll_s, seconds - sim.poll_s), cpu_pct=750, mem_to=1100)
+
+
+def s_init_end(sim):
+    if sim.family == "old":
+        sim.log("Init torch distributed ends. mem usage=1.07 GB", sim.all_ranks())
+    else:
+        sim.log("Init parallel ends. elapsed=14.92 s, mem usage=1.07 GB", sim.all_ranks())
+
+
+def shard_desc(sim):
+    return "Loading safetensors checkpoint shards" if sim.family == "old" else "Multi-thread loading shards"
+
+
+def s_load(sim, seconds, read_bps, mem_to=76485, shards=64, visible=False, cpu_pct=800):
+    sim.log("Load weight begin. avail mem=94.52 GB", sim.all_ranks())
+    sim.log("Using CompressedTensorsWNA16MarlinMoEMethod", sim.all_ranks(), dt=0.5)
+    if visible:
+        # \r turned into newlines before journald: one record per frame as it happens
+        t0, start = sim.t, 0
+
+        def frame(s):
+            done = min(shards, int(shards * (s.t - t0) / seconds))
+            nonlocal start
+            for n in range(start + 1, done + 1):
+                s.log(sim.bar_frame(shard_desc(sim), n, shards), [0])
+            start = max(start, done)
+        sim.log(sim.bar_frame(shard_desc(sim), 0, shards), [0])
+        sim.run(seconds, cpu_pct=cpu_pct, read_bps=read_bps, mem_to=mem_to, util=(0, 3), per_poll=frame)
+    else:
+        sim.run(seconds, cpu_pct=cpu_pct, read_bps=read_bps, mem_to=mem_to, util=(0, 3))
+        sim.log(sim.bar_blob(shard_desc(sim), shards, seconds), [0], dt=-0.01)
+
+
+def s_load_end(sim):
+    if sim.family == "old":
+        sim.log("Load weight end. type=%s, dtype=torch.bfloat16, avail mem=19.83 GB, mem usage=74.69 GB." % sim.model_class, sim.all_ranks())
+    else:
+        sim.log("Load weight end. elapsed=612.40 s, type=%s, quant=compressed-tensors, avail mem=19.83 GB, mem usage=74.69 GB." % sim.model_class, sim.all_ranks())
+
+
+def s_kv(sim, kv_mib=10615):
+    s_load_end(sim)
+    dtype = "" if sim.family == "old" else ", dtype: torch.bfloat16"
+    sim.log("KV Cache is allocated. #tokens: 412160, KV size: 9.42 GB%s" % dtype, sim.all_ranks(), dt=2)
+    sim.log("Memory pool end. avail mem=9.95 GB", sim.all_ranks(), dt=2.5)
+    sim.run(sim.poll_s * 2, cpu_pct=780, mem_to=sim.mem[0] + kv_mib, util=(0, 2))
+
+
+def graph_begin(sim):
+    if sim.family == "old":
+        sim.log("Capture cuda graph begin. This can take up to several minutes. avail mem=9.91 GB", sim.all_ranks())
+    else:
+        sim.log("Capture target decode CUDA graph begin. This can take up to several minutes. avail mem=9.91 GB", sim.all_ranks())
+
+
+def graph_end(sim, seconds):
+    if sim.family == "old":
+        sim.log("Capture cuda graph end. Time elapsed: %.2f s. mem usage=1.79 GB. avail mem=8.12 GB." % seconds, sim.all_ranks())
+    else:
+        sim.log("Capture target decode CUDA graph end. bs=[1, 2, 4, 8, 16, 32], elapsed=%.2f s, mem usage=1.79 GB." % seconds, sim.all_ranks())
+
+
+def s_graph(sim, seconds=90.0, batches=36, mem_gain=1800, util=(32, 38), **kw):
+    graph_begin(sim)
+    sim.run(seconds, cpu_pct=800, mem_to=sim.mem[0] + mem_gain, util=util, **kw)
+    blob = "\r" + "\r".join("Capturing batches (bs=%d avail_mem=8.10 GB): %3d%%|%-10s| %d/%d [00:00<00:00]" % (
+        max(1, 512 - 14 * n), int(100 * n / batches), "#" * int(10 * n / batches), n, batches) for n in range(batches + 1)) + "\n"
+    sim.log(blob, [0], dt=-0.01)
+    graph_end(sim, seconds)
+
+
+def s_http_ready(sim):
+    sim.log("max_total_num_tokens=412160, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=128, context_len=262144", [0], dt=1)
+    for m in ("INFO:     Started server process [%d]" % sim.pid, "INFO:     Waiting for application startup.",
+              "INFO:     Application startup complete.", "INFO:     Uvicorn running on http://127.0.0.1:30001 (Press CTRL+C to quit)"):
+        sim.log(m, prefix=False, dt=2)
+    sim.health = 503
+    sim.run(sim.poll_s, cpu_pct=200, util=(3, 5))
+    info = "GET /get_model_info" if sim.family == "old" else "GET /model_info"
+    sim.log('INFO:     127.0.0.1:51234 - "%s HTTP/1.1" 200 OK' % info, prefix=False, dt=1)
+    sim.log("Prefill batch. #new-seq: 1, #new-token: 6, #cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0", [0], dt=2)
+    sim.log('INFO:     127.0.0.1:51236 - "POST /generate HTTP/1.1" 200 OK', prefix=False, dt=3)
+    sim.log("The server is fired up and ready to roll!", prefix=False, dt=3)
+    sim.run(sim.poll_s, cpu_pct=200, util=(3, 5))
+    sim.health = 200
+    sim.completion = {"ok": True, "status": 200, "ms": 184.0}
+    sim.run(sim.poll_s, cpu_pct=150, util=(3, 5))
+
+
+def s_die(sim, status="1/FAILURE", restart=True, dt=1.0, polls=3):
+    """The main process exits: journald's lines, then systemd's view for a few polls."""
+    sim.log("%s.service: Main process exited, code=exited, status=%s" % (UNIT, status), prefix=False, dt=dt)
+    if status.startswith("0"):
+        sim.log("%s.service: Deactivated successfully." % UNIT, prefix=False, dt=dt)
+        sim.unit = ("inactive", "dead")
+    else:
+        sim.log("%s.service: Failed with result 'exit-code'." % UNIT, prefix=False, dt=dt)
+        if restart:
+            sim.unit = ("activating", "auto-restart")
+            sim.restarts += 1
+        else:
+            sim.unit = ("failed", "failed")
+    sim.mem = [0.0] * sim.gpus
+    sim.run(sim.poll_s * polls, cpu_pct=2, util=(0, 2), progress=False)
+
+
+def warm_start_to_graph(sim, load_s=40.0, read_bps=22e6):
+    s_init(sim)
+    s_init_end(sim)
+    s_load(sim, load_s, read_bps)
+    sim.run(60, cpu_pct=800, util=(0, 2))          # post-load repack (busy, silent)
+    s_kv(sim)
+
+
+# -------------------------------------------------------------------- scenarios
+SCENARIOS = []
+
+
+def scenario(fn):
+    SCENARIOS.append(fn)
+    return fn
+
+
+@scenario
+def healthy_cold_cache_hidden_bar_42min():
+    sim = Sim("healthy_cold_cache_hidden_bar_42min",
+              "Cold page cache on a slow array: 548 GB at ~0.2 GB/s. The shard bar is held by journald for 42 min "
+              "(one blob record at the end); only disk reads and slowly rising GPU memory show progress.", seed=11)
+    s_init(sim)
+    s_init_end(sim)
+    s_load(sim, 42 * 60, read_bps=217e6)
+    sim.run(90, cpu_pct=800)
+    s_kv(sim)
+    s_graph(sim)
+    s_http_ready(sim)
+    sim.expect_ready()
+    return sim
+
+
+@scenario
+def healthy_warm_cache_new_family_tp4_visible_bar():
+    sim = Sim("healthy_warm_cache_new_family_tp4_visible_bar",
+              "SGLang 0.5.23 strings, TP4 on 80 GB GPUs, warm page cache. The unit turns \\r into newlines, so every "
+              "'Multi-thread loading shards' frame is its own journal record.", gpus=4, family="new", seed=12,
+              mem_total_mib=81559, model="/models/Llama-3.3-70B-Instruct", model_class="LlamaForCausalLM")
+    s_init(sim)
+    s_init_end(sim)
+    s_load(sim, 50, read_bps=30e6, mem_to=35200, shards=30, visible=True, cpu_pct=400)
+    sim.run(20, cpu_pct=400)
+    s_kv(sim, kv_mib=30000)
+    s_graph(sim, seconds=60, batches=52, util=(30, 40))
+    s_http_ready(sim)
+    sim.expect_ready()
+    return sim
+
+
+@scenario
+def healthy_failing_disk_slow_reads():
+    sim = Sim("healthy_failing_disk_slow_reads",
+              "A failing drive: the shard bar (one frame per record) advances every few minutes; disk reads are low "
+              "(0.3-3 MB/s) but never stop; GPU memory rises in steps of one shard. Ready after ~70 min.",
+              gpus=4, family="new", seed=13, mem_total_mib=81559, model="/models/Qwen3-32B", model_class="Qwen3ForCausalLM")
+    s_init(sim)
+    s_init_end(sim)
+    sim.log("Load weight begin. avail mem=78.10 GB", sim.all_ranks())
+    shards = 17
+    sim.log(sim.bar_frame(shard_desc(sim), 0, shards), [0])
+    for n in range(1, shards + 1):
+        sim.run(240, cpu_pct=60, read_bps=1.5e6, read_jitter=0.8, util=(0, 2))
+        sim.mem = [m + 960 for m in sim.mem]
+        sim.log(sim.bar_frame(shard_desc(sim), n, shards), [0])
+    sim.run(20, cpu_pct=300)
+    s_kv(sim, kv_mib=40000)
+    s_graph(sim, seconds=60, util=(30, 40))
+    s_http_ready(sim)
+    sim.expect_ready()
+    return sim
+
+
+@scenario
+def healthy_storage_gap_after_bar_50min():
+    sim = Sim("healthy_storage_gap_after_bar_50min",
+              "Weights on network storage: the shard bar reaches 100% after 3 min, then 50 min without a log line "
+              "before 'Load weight end' while tensors are mapped and copied: one copying core per rank, "
+              "intermittent page-in reads, GPU memory flat.", seed=14)
+    s_init(sim)
+    s_init_end(sim)
+    s_load(sim, 180, read_bps=3e9, mem_to=60000)
+
+    def reads(s):
+        if s.rng.random() < 0.5:
+            s.read_bytes += int(s.rng.uniform(5e6, 60e6))
+    sim.run(50 * 60, cpu_pct=850, util=(0, 2), per_poll=reads)
+    sim.mem = [76485.0] * sim.gpus
+    s_kv(sim)
+    s_graph(sim)
+    s_http_ready(sim)
+    sim.expect_ready()
+    return sim
+
+
+@scenario
+def healthy_deepgemm_jit_45min_heartbeats():
+    sim = Sim("healthy_deepgemm_jit_45min_heartbeats",
+              "0.5.23, first start after an upgrade: DeepGEMM JIT pre-compile for 45 min. One line, then only a "
+              "repeated 'No available shared memory broadcast block' heartbeat; GPUs flat and idle; cc1plus/nvcc/ptxas "
+              "children busy and the JIT cache growing.", family="new", seed=15)
+    warm_start_to_graph(sim)
+    sim.log("Entering DeepGEMM JIT Pre-Compile session. It may take a long time (typically 10-20 mins) if you have not run `sglang.compile_deep_gemm`.", [0])
+    hb = "No available shared memory broadcast block found in 60 seconds. This typically happens when some processes are hanging."
+
+    sim.run(45 * 60, cpu_pct=1700, write_bps=2.4e6, util=(0, 2), heartbeat=hb,
+            comm={"python3": 10, "cc1plus": 8, "nvcc": 4, "ptxas": 4})
+    s_graph(sim)
+    s_http_ready(sim)
+    sim.expect_ready()
+    return sim
+
+
+@scenario
+def healthy_torch_compile_graph_capture_44min():
+    sim = Sim("healthy_torch_compile_graph_capture_44min",
+              "torch.compile during CUDA graph capture (--enable-torch-compile): 44 min with the capture bar hidden, "
+              "compile workers and cc1plus busy, Inductor cache files written, GPU memory creeping up per batch size.",
+              seed=16)
+    warm_start_to_graph(sim)
+    graph_begin(sim)
+    sim.run(44 * 60, cpu_pct=1200, write_bps=900e3, mem_to=sim.mem[0] + 1400, util=(0, 30),
+            comm={"python3": 14, "cc1plus": 2})
+    graph_end(sim, 44 * 60)
+    s_http_ready(sim)
+    sim.expect_ready()
+    return sim
+
+
+@scenario
+def healthy_graph_capture_slow_25min():
+    sim = Sim("healthy_graph_capture_slow_25min",
+              "Large speculative-decoding graph set: capture takes 25 min, bar hidden by journald; GPU util ~35% and "
+              "memory rising a little with every batch size; no compiler, no disk.", family="new", seed=17)
+    warm_start_to_graph(sim)
+    s_graph(sim, seconds=25 * 60, batches=160, mem_gain=2600, util=(30, 40))
+    s_http_ready(sim)
+    sim.expect_ready()
+    return sim
+
+
+@scenario
+def healthy_triton_autotune_50min():
+    sim = Sim("healthy_triton_autotune_50min",
+              "Fused-MoE Triton autotune on first use: 50 min of silence with the GPUs busy benchmarking (util 40-100%), "
+              "memory flat, ptxas children coming and going and autotune cache files written now and then.", seed=18)
+    warm_start_to_graph(sim)
+
+    def burst(s):
+        if s.rng.random() < 0.7:
+            s.write_bytes += int(s.rng.uniform(300e3, 2e6))
+            s.comm = {"python3": 10, "ptxas": s.rng.randint(1, 8)}
+        else:
+            s.comm = {"python3": 10}
+    sim.run(50 * 60, cpu_pct=900, util=(40, 100), per_poll=burst, power_w=(280.0, 420.0))
+    sim.comm = {"python3": 10}
+    s_graph(sim)
+    s_http_ready(sim)
+    sim.expect_ready()
+    return sim
+
+
+@scenario
+def healthy_post_load_repack_45min_same_stacks():
+    sim = Sim("healthy_post_load_repack_45min_same_stacks",
+              "The incident's healthy case, longer: shards done in 40 s (one blob record), then 45 min at 76.5 GB, "
+              "0-2% util, no log line, every rank burning a core repacking weights. py-spy shows the same repacking "
+              "loop on every sample (not a wait).", seed=19)
+    s_init(sim)
+    s_init_end(sim)
+    s_load(sim, 40, read_bps=25e6)
+    frames = ["_pack_marlin_moe_weights", "process_weights_after_loading", "load_weights_and_postprocess",
+              "load_model", "init_model_worker", "run_scheduler_process"]
+    sim.run(45 * 60, cpu_pct=820, util=(0, 2), stacks=frames)
+    s_kv(sim)
+    s_graph(sim)
+    s_http_ready(sim)
+    sim.expect_ready()
+    return sim
+
+
+@scenario
+def healthy_jitter_missing_signals_tp8():
+    sim = Sim("healthy_jitter_missing_signals_tp8",
+              "Warm start watched over a slow link: poll intervals jitter 6-14 s, nvidia-smi times out on three polls "
+              "(gpus absent), one GPU is missing from two samples, one cgroup read fails, py-spy is not installed.",
+              seed=20, jitter_s=4.0)
+    sim.missing_gpus_polls = {9, 10, 30}
+    sim.drop_gpu_polls = {14: 3, 22: 6}
+    sim.missing_procs_polls = {17}
+    warm_start_to_graph(sim)
+    sim.run(4 * 60, cpu_pct=800, util=(0, 2))      # quiet warm-up of kernels before capture
+    s_graph(sim)
+    s_http_ready(sim)
+    sim.expect_ready()
+    return sim
+
+
+@scenario
+def healthy_tp4_old_family_poll5():
+    sim = Sim("healthy_tp4_old_family_poll5",
+              "<= 0.5.16 strings, TP4, watched every 5 s as the restart action does; warm cache, ready in ~3 min.",
+              gpus=4, poll_s=5.0, seed=21, mem_total_mib=81559, model="/models/Llama-3.1-70B", model_class="LlamaForCausalLM")
+    s_init(sim)
+    s_init_end(sim)
+    s_load(sim, 35, read_bps=40e6, mem_to=35100, shards=30)
+    sim.run(30, cpu_pct=400)
+    s_kv(sim, kv_mib=30000)
+    s_graph(sim, seconds=45)
+    s_http_ready(sim)
+    sim.expect_ready()
+    return sim
+
+
+# ---- stalls
+@scenario
+def stall_nccl_init_spin_new_family_no_pyspy():
+    sim = Sim("stall_nccl_init_spin_new_family_no_pyspy",
+              "0.5.23: 'Init parallel begin', then NCCL communicator init spins: GPUs at ~500 MiB and 97-100% util, "
+              "CPU busy polling, nothing else moves. py-spy is not available on this host.", family="new", seed=31)
+    sim.stacks_missing_reason = "py-spy not found"
+    s_args(sim)
+    sim.log("Init parallel begin.", sim.all_ranks())
+    sim.log("sglang is using nccl==2.28.3", [0], dt=3)
+    sim.run(20, cpu_pct=500, mem_to=520)
+    sim.expect_stalled("distributed_init")
+    sim.run(25 * 60, cpu_pct=800, util=(97, 100), progress=False, stacks=["x"], stacks_every_s=60, power_w=(70.0, 95.0))
+    return sim
+
+
+@scenario
+def stall_custom_allreduce_spin_heartbeats():
+    sim = Sim("stall_custom_allreduce_spin_heartbeats",
+              "Custom all-reduce hangs at the first collective of graph capture: 5 of 8 GPUs at 100% with low power, "
+              "the others idle, memory flat, only a shared-memory heartbeat line every minute. No py-spy samples.",
+              seed=32)
+    warm_start_to_graph(sim)
+    graph_begin(sim)
+    sim.run(sim.poll_s, cpu_pct=800, mem_to=sim.mem[0] + 120, util=(20, 30))
+    sim.expect_stalled("cuda_graph")
+    hb = "No available shared memory broadcast block found in 60 seconds. This typically happens when some processes are hanging."
+    sim.run(30 * 60, cpu_pct=500, util=lambda i: (98, 100) if i in (0, 2, 3, 5, 6) else (0, 1), heartbeat=hb,
+            progress=False, power_w=(75.0, 90.0))
+    return sim
+
+
+@scenario
+def stall_first_collective_then_timeout_error():
+    sim = Sim("stall_first_collective_then_timeout_error",
+              "The first all-reduce after loading never completes: all GPUs spin at 100% with flat memory for 10 min, "
+              "then the NCCL watchdog aborts with a collective timeout and the process exits.", seed=33)
+    warm_start_to_graph(sim)
+    sim.expect_stalled("kv_cache")
+    sim.run(600, cpu_pct=800, util=(97, 100), progress=False)
+    sim.log("[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, "
+            "NumelOut=1, Timeout(ms)=600000) ran for 600008 milliseconds before timing out.", [3], dt=-2)
+    s_die(sim, dt=-1)
+    return sim
+
+
+@scenario
+def stall_graph_capture_hang_stacks():
+    sim = Sim("stall_graph_capture_hang_stacks",
+              "Graph capture hangs at 2/52 batch sizes (bar visible, one frame per record): GPUs at 100%, memory flat, "
+              "py-spy every minute shows every rank inside all_reduce during capture.", family="new", seed=34)
+    warm_start_to_graph(sim)
+    graph_begin(sim)
+    sim.log("Capturing batches (bs=512 avail_mem=9.80 GB):   0%|          | 0/52 [00:00<?, ?it/s]", [0], dt=1)
+    sim.run(sim.poll_s, cpu_pct=800, mem_to=sim.mem[0] + 150, util=(30, 40))
+    sim.log("Capturing batches (bs=496 avail_mem=9.71 GB):   2%|          | 1/52 [00:04<03:40, 0.23it/s]", [0], dt=-4)
+    sim.log("Capturing batches (bs=480 avail_mem=9.65 GB):   4%|          | 2/52 [00:08<03:30, 0.24it/s]", [0], dt=-1)
+    sim.run(sim.poll_s, cpu_pct=800, mem_to=sim.mem[0] + 150, util=(30, 40))
+    sim.expect_stalled("cuda_graph")
+    frames = ["all_reduce", "custom_all_reduce", "forward", "capture_one_batch_size", "capture", "__init__"]
+    sim.run(12 * 60, cpu_pct=800, util=(97, 100), stacks=frames, progress=False)
+    return sim
+
+
+@scenario
+def stall_capture_error_swallowed_idle():
+    sim = Sim("stall_capture_error_swallowed_idle",
+              "A capture error is swallowed: the log ends at 'Capturing batches ... 0/52', then every signal goes flat "
+              "(CPU ~5%, GPUs idle, no disk). No py-spy samples.", seed=35)
+    warm_start_to_graph(sim)
+    graph_begin(sim)
+    sim.log("Capturing batches (bs=512 avail_mem=9.80 GB):   0%|          | 0/52 [00:00<?, ?it/s]", [0], dt=1)
+    sim.run(sim.poll_s, cpu_pct=800, mem_to=sim.mem[0] + 100, util=(20, 40))
+    sim.expect_stalled("cuda_graph")
+    sim.run(20 * 60, cpu_pct=5, util=(0, 2), progress=False)
+    return sim
+
+
+@scenario
+def stall_host_ram_reclaim_futex_stacks():
+    sim = Sim("stall_host_ram_reclaim_futex_stacks",
+              "Host RAM reclaim during loading: after ~12 min of cold reads the loader threads all sit in a futex "
+              "wait, read_bytes stops, CPU idle, no log (bar hidden). py-spy every minute.", seed=36)
+    s_init(sim)
+    s_init_end(sim)
+    sim.log("Load weight begin. avail mem=94.52 GB", sim.all_ranks())
+    sim.run(12 * 60, cpu_pct=700, read_bps=1.1e9, mem_to=22000, util=(0, 3))
+    sim.expect_stalled("weight_load")
+    frames = ["wait", "result", "_load_shards_multithread", "load_weights", "load_model", "run_scheduler_process"]
+    sim.run(10 * 60, cpu_pct=8, util=(0, 2), stacks=frames, progress=False)
+    return sim
+
+
+@scenario
+def stall_idle_after_load_jitter_gpu_missing():
+    sim = Sim("stall_idle_after_load_jitter_gpu_missing",
+              "Shards load (blob record), repacking runs 3 min, then every signal goes flat. Polls jitter 6-14 s, "
+              "nvidia-smi times out on several polls and py-spy is not installed.", seed=37, jitter_s=4.0)
+    s_init(sim)
+    s_init_end(sim)
+    s_load(sim, 45, read_bps=25e6)
+    sim.run(180, cpu_pct=800, util=(0, 2))
+    sim.expect_stalled("post_load")
+    n = len(sim.observations)
+    sim.missing_gpus_polls = {n + 3, n + 4, n + 20, n + 41, n + 42}
+    sim.drop_gpu_polls = {n + 10: 5}
+    sim.run(25 * 60, cpu_pct=4, util=(0, 2), progress=False)
+    return sim
+
+
+@scenario
+def stall_hub_download_idle_tp4():
+    sim = Sim("stall_hub_download_idle_tp4",
+              "TP4, weights fetched from the hub at start: the download's part-file stops growing after 4 min; "
+              "nothing moves afterwards (no writes, CPU idle, GPUs at context memory).", gpus=4, seed=38,
+              mem_total_mib=81559, model="meta-llama/Llama-3.3-70B-Instruct", model_class="LlamaForCausalLM")
+    s_init(sim)
+    s_init_end(sim)
+    sim.log("Load weight begin. avail mem=78.10 GB", sim.all_ranks())
+    sim.log("Using model weights format ['*.safetensors']", [0], dt=1)
+    sim.run(240, cpu_pct=150, write_bps=40e6, util=(0, 2))
+    sim.expect_stalled("weight_load")
+    sim.run(20 * 60, cpu_pct=3, util=(0, 1), progress=False)
+    return sim
+
+
+# ---- failures
+@scenario
+def failed_truncated_shard_safetensor_error():
+    sim = Sim("failed_truncated_shard_safetensor_error",
+              "A truncated shard: SafetensorError a few seconds into loading, the process exits 1 and systemd "
+              "schedules a restart.", family="new", seed=41)
+    s_init(sim)
+    s_init_end(sim)
+    sim.log("Load weight begin. avail mem=94.52 GB", sim.all_ranks())
+    sim.run(10, cpu_pct=700, read_bps=200e6, mem_to=3000)
+    onset = round(sim.t + 3, 2)
+    sim.log("safetensors_rust.SafetensorError: Error while deserializing header: MetadataIncompleteBuffer", [0, 1, 2, 3, 4, 5, 6, 7], dt=3)
+    sim.log("Scheduler hit an exception: Traceback (most recent call last):", [0], dt=3)
+    sim.expect_failed("weight_load", onset)
+    sim.run(sim.poll_s, cpu_pct=300)
+    s_die(sim)
+    return sim
+
+
+@scenario
+def failed_oom_graph_capture_new_family():
+    sim = Sim("failed_oom_graph_capture_new_family",
+              "0.5.23: target-decode graph capture runs out of memory on one rank; the process exits 1 in the next poll.",
+              family="new", seed=42, jitter_s=2.0)
+    warm_start_to_graph(sim)
+    graph_begin(sim)
+    sim.run(sim.poll_s, cpu_pct=800, mem_to=sim.mem[0] + 300, util=(20, 30))
+    onset = round(sim.t + 4, 2)
+    sim.log("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 5 has a total capacity of 95.59 GiB of which 812.00 MiB is free.", [5], dt=4)
+    sim.log("Capture target decode CUDA graph failed: CUDA out of memory.", [5], dt=4)
+    sim.expect_failed("cuda_graph", onset)
+    sim.run(sim.poll_s, cpu_pct=600, util=(0, 5))
+    s_die(sim)
+    return sim
+
+
+@scenario
+def failed_leftover_processes_unbalanced():
+    sim = Sim("failed_leftover_processes_unbalanced",
+              "Processes from an earlier start still hold 40 GB on GPUs 2 and 3: distributed init ends with 'The memory "
+              "capacity is unbalanced' and the server exits within seconds.", seed=43)
+    sim.foreign_mem = [0, 0, 40960, 40960, 0, 0, 0, 0]
+    s_init(sim)
+    onset = round(sim.t + 2, 2)
+    sim.log("Init torch distributed ends. mem usage=1.07 GB", sim.all_ranks(), dt=1)
+    sim.log("ValueError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes. min_per_gpu_memory=54.3, local_gpu_memory=94.5", [2, 3], dt=2)
+    sim.expect_failed("distributed_init", onset)
+    sim.run(sim.poll_s, cpu_pct=300)
+    s_die(sim, restart=False)
+    return sim
+
+
+@scenario
+def failed_port_in_use_after_load():
+    sim = Sim("failed_port_in_use_after_load",
+              "Another process holds port 30001: the whole load and capture succeed, then uvicorn cannot bind.",
+              seed=44)
+    warm_start_to_graph(sim)
+    s_graph(sim)
+    sim.log("max_total_num_tokens=412160, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=128, context_len=262144", [0], dt=1)
+    sim.log("INFO:     Started server process [%d]" % sim.pid, prefix=False, dt=2)
+    sim.log("INFO:     Waiting for application startup.", prefix=False, dt=2)
+    sim.log("INFO:     Application startup complete.", prefix=False, dt=2)
+    onset = round(sim.t + 3, 2)
+    sim.log("ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', 30001): address already in use", prefix=False, dt=3)
+    sim.expect_failed("http_server", onset)
+    sim.run(sim.poll_s, cpu_pct=300, util=(0, 2))
+    s_die(sim)
+    return sim
+
+
+@scenario
+def failed_exit0_reported_success():
+    sim = Sim("failed_exit0_reported_success",
+              "The engine dies during KV cache setup without a log line and the launcher exits 0: the unit goes "
+              "inactive with Result=success, NRestarts stays 0.", seed=45)
+    s_init(sim)
+    s_init_end(sim)
+    s_load(sim, 40, read_bps=25e6)
+    sim.run(60, cpu_pct=800)
+    s_load_end(sim)
+    sim.run(sim.poll_s, cpu_pct=800)
+    onset = round(sim.t + 2, 2)
+    sim.expect_failed("kv_cache", onset)
+    s_die(sim, status="0/SUCCESS", dt=2)
+    return sim
+
+
+@scenario
+def failed_packing_error_tp4_new_family():
+    sim = Sim("failed_packing_error_tp4_new_family",
+              "0.5.23, TP4: after the shard bar, 6 silent busy minutes of repacking end with 'Unexpected error during "
+              "packing' on rank 1; the other ranks wait in NCCL (GPUs spin) and the unit stays active.",
+              gpus=4, family="new", seed=46, mem_total_mib=97887)
+    s_init(sim)
+    s_init_end(sim)
+    s_load(sim, 60, read_bps=30e6, mem_to=70000, shards=32)
+    sim.run(6 * 60, cpu_pct=420, util=(0, 2))
+    onset = round(sim.t + 5, 2)
+    sim.log("Unexpected error during packing of layer model.layers.21.mlp.experts: RuntimeError: CUDA error: an illegal memory access was encountered", [1], dt=5)
+    sim.log("Traceback (most recent call last):", [1], dt=5)
+    sim.expect_failed("post_load", onset)
+    sim.run(5 * 60, cpu_pct=300, util=(97, 100), progress=False)
+    return sim
+
+
+@scenario
+def failed_scheduler_watchdog_after_silence():
+    sim = Sim("failed_scheduler_watchdog_after_silence",
+              "<= 0.5.16 strings: warmup request hangs after the HTTP server is up (health 503, CPU busy in the "
+              "scheduler loop) until the scheduler watchdog fires and the process exits.", seed=47)
+    warm_start_to_graph(sim)
+    s_graph(sim)
+    sim.log("INFO:     Started server process [%d]" % sim.pid, prefix=False, dt=2)
+    sim.log("INFO:     Uvicorn running on http://127.0.0.1:30001 (Press CTRL+C to quit)", prefix=False, dt=2)
+    sim.health = 503
+    sim.run(sim.poll_s, cpu_pct=300, util=(3, 5))
+    sim.log('INFO:     127.0.0.1:51234 - "GET /get_model_info HTTP/1.1" 200 OK', prefix=False, dt=1)
+    sim.run(sim.poll_s, cpu_pct=300, util=(3, 5))
+    sim.run(300, cpu_pct=250, util=(3, 6), progress=False)
+    onset = round(sim.t + 1, 2)
+    sim.log("Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)", [0], dt=1)
+    sim.expect_failed("warmup", onset)
+    sim.run(sim.poll_s, cpu_pct=100, util=(0, 2), progress=False)
+    s_die(sim, status="1/FAILURE", restart=False)
+    return sim
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="compare with the committed traces instead of writing")
+    ap.add_argument("--out", default=HERE)
+    args = ap.parse_args()
+    differ = []
+    for fn in SCENARIOS:
+        sim = fn()
+        text = sim.dumps()
+        path = os.path.join(args.out, sim.name + ".jsonl")
+        if args.check:
+            try:
+                with open(path) as f:
+                    if f.read() != text:
+                        differ.append(path)
+            except OSError:
+                differ.append(path)
+        else:
+            with open(path, "w") as f:
+                f.write(text)
+    if args.check and differ:
+        print("out of date: %s" % ", ".join(differ))
+        return 1
+    print("%d traces %s" % (len(SCENARIOS), "checked" if args.check else "written to %s" % args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+import os
+
+import pytest
+
+from ansible_collections.sglang_ops.serving.plugins.module_utils import page_cache
+
+MIB = 2**20
+
+
+def test_fresh_file_is_resident_and_eviction_drops_it(disk_dir, write_file):
+    path = write_file(os.path.join(disk_dir, "a.safetensors"), 8 * MIB)
+    assert page_cache.file_residency(path).fraction == 1.0
+    page_cache.evict_file(path)
+    assert page_cache.file_residency(path).resident_bytes <= 0.01 * 8 * MIB
+
+
+def test_reading_part_of_an_evicted_file_makes_that_part_resident(disk_dir, write_file):
+    path = write_file(os.path.join(disk_dir, "a.safetensors"), 16 * MIB)
+    page_cache.evict_file(path)
+    with open(path, "rb") as fh:
+        fh.read(4 * MIB)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert page_cache.range_residency(fd, 0, 4 * MIB) == 4 * MIB
+    finally:
+        os.close(fd)
+    partial = page_cache.file_residency(path)
+    assert 4 * MIB <= partial.resident_bytes < 16 * MIB
+    with open(path, "rb") as fh:
+        fh.read()
+    assert page_cache.file_residency(path).fraction == 1.0
+
+
+def test_size_that_is_not_a_page_multiple_counts_only_file_bytes(disk_dir, write_file):
+    path = write_file(os.path.join(disk_dir, "odd.bin"), 3 * page_cache.PAGE_BYTES + 17)
+    with open(path, "rb") as fh:
+        fh.read()
+    r = page_cache.file_residency(path)
+    assert r.size_bytes == r.resident_bytes == 3 * page_cache.PAGE_BYTES + 17
+
+
+def test_empty_file_counts_as_fully_resident(disk_dir, write_file):
+    path = write_file(os.path.join(disk_dir, "empty.bin"), 0)
+    r = page_cache.file_residency(path)
+    assert (r.size_bytes, r.resident_bytes, r.fraction) == (0, 0, 1.0)
+
+
+def test_residency_sums_over_files(disk_dir, write_file):
+    a = write_file(os.path.join(disk_dir, "a.bin"), 2 * MIB)
+    b = write_file(os.path.join(disk_dir, "b.bin"), 2 * MIB)
+    page_cache.evict_file(b)
+    total = page_cache.files_residency([a, b])
+    assert total.size_bytes == 4 * MIB
+    assert total.fraction == pytest.approx(0.5, abs=0.01)
+
+
+def test_unaligned_range_is_rejected(disk_dir, write_file):
+    path = write_file(os.path.join(disk_dir, "a.bin"), MIB)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        with pytest.raises(ValueError, match="page-aligned"):
+            page_cache.range_residency(fd, 1, 100)
+    finally:
+        os.close(fd)
+
+
+def test_mem_available_is_read_in_bytes():
+    text = "MemTotal:       24684092 kB\nMemFree:  1 kB\nMemAvailable:   24218000 kB\n"
+    assert page_cache.read_mem_available_bytes(text) == 24218000 * 1024
+
+
+def test_meminfo_without_mem_available_is_an_error():
+    with pytest.raises(ValueError, match="MemAvailable"):
+        page_cache.read_mem_available_bytes("MemTotal: 1 kB\n")

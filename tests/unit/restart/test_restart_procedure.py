@@ -1,0 +1,178 @@
+import json
+import os
+
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.trace_writer import read_trace
+
+from fakes import FakeHost, FakeProbe, Clock, make_procedure, progressing, ready, stalled
+
+
+def _run_json(res):
+    with open(res["run_json"]) as fh:
+        return json.load(fh)
+
+
+def test_clean_restart_stops_starts_once_and_ends_ready(tmp_path):
+    proc, host, probe, clock, lines, _ = make_procedure(tmp_path, [[progressing(), progressing(), ready()]])
+    res = proc.restart()
+    assert res["outcome"] == "ready" and not res.get("failed")
+    assert res["changed"] is True
+    assert host.events == ["stop", "start"]
+    assert [a["action"] for a in res["attempts"]] == ["ready"]
+    assert len([line for line in lines if line.startswith("weight_load progressing")]) == 2
+    header, observations = read_trace(os.path.join(res["artifacts"], "attempt-1", "trace.jsonl"))
+    assert header["unit"] == "sglang-k26-ddtree" and header["poll_s"] == 5.0 and header["gpus"] == 1
+    assert "expect" not in header
+    assert [o["t"] for o in observations] == [0.0, 5.0, 10.0]
+    assert _run_json(res)["outcome"] == "ready"
+
+
+def test_first_probe_asks_for_journal_since_the_start_then_follows_the_cursor(tmp_path):
+    proc, _, probe, clock, _, _ = make_procedure(tmp_path, [[progressing(), ready()]])
+    t_start = clock()
+    proc.restart()
+    assert probe.calls[0]["since_epoch_s"] == t_start and probe.calls[0]["cursor"] is None
+    assert probe.calls[1]["cursor"] == "cursor-1" and "since_epoch_s" not in probe.calls[1]
+
+
+def test_stall_in_first_attempt_is_diagnosed_then_restarted_to_ready(tmp_path):
+    proc, host, probe, clock, lines, _ = make_procedure(
+        tmp_path, [[progressing(), stalled("stall_idle")], [progressing(), ready()]])
+    res = proc.restart()
+    assert res["outcome"] == "ready"
+    assert host.events == ["stop", "start", "stop", "start"]
+    first, second = res["attempts"]
+    assert (first["verdict"], first["reason_code"], first["action"]) == ("stalled", "stall_idle", "restarted")
+    assert second["action"] == "ready"
+    diag = os.path.join(res["artifacts"], first["diagnostics"])
+    assert sorted(os.listdir(diag)) == ["journal.txt", "nvidia-smi.txt", "ports.txt", "processes.txt",
+                                        "py-spy-rank0.txt", "unit-status.txt"]
+    assert "sk-abcdef123456" not in open(os.path.join(diag, "journal.txt")).read()
+    # one backoff wait before the restart, within the policy's bounds for restart 1
+    backoff_waits = [s for s in clock.slept if s not in (5.0,)]
+    assert len(backoff_waits) == 1 and 8.0 <= backoff_waits[0] <= 12.0
+    assert any("STALLED in weight_load" in line for line in lines)
+    assert os.path.exists(os.path.join(res["artifacts"], "attempt-2", "trace.jsonl"))
+
+
+def test_same_failure_twice_hands_over_with_attempts_left(tmp_path):
+    proc, host, *_ = make_procedure(tmp_path, [[stalled("stall_idle")], [stalled("stall_idle")]], max_attempts=3)
+    res = proc.restart()
+    assert res["failed"] is True and res["outcome"] == "gave_up"
+    assert host.events.count("start") == 2
+    assert res["gave_up_because"] == "same failure twice: stall_idle"
+    for part in ("gpu-host-1", "weight_load", "stall_idle", "2 attempts", res["artifacts"]):
+        assert part in res["msg"]
+    run = _run_json(res)
+    assert run["outcome"] == "gave_up" and run["gave_up_because"] == "same failure twice: stall_idle"
+    assert [a["action"] for a in run["attempts"]] == ["restarted", "handed_over"]
+    assert set(run["attempts"][0]) >= {"n", "trace", "verdict", "phase", "reason_code", "reason", "t",
+                                        "action", "diagnostics"}
+
+
+def test_failure_a_restart_cannot_fix_is_handed_over_at_once(tmp_path):
+    proc, host, *_ = make_procedure(tmp_path, [[stalled("stall_spin", "distributed_init")]])
+    res = proc.restart()
+    assert res["failed"] and host.events == ["stop", "start"]
+    assert res["phase"] == "distributed_init" and res["reason_code"] == "stall_spin"
+    assert "cannot fix stall_spin" in res["gave_up_because"]
+
+
+def test_attempts_are_bounded_by_max_attempts(tmp_path):
+    proc, host, *_ = make_procedure(
+        tmp_path, [[stalled("stall_idle")], [stalled("process_exited")], [stalled("fatal_error")]], max_attempts=2)
+    res = proc.restart()
+    assert res["failed"] and host.events.count("start") == 2
+    assert res["gave_up_because"].startswith("attempts exhausted: 2 of 2")
+
+
+def test_foreign_gpu_process_stops_the_restart_before_anything_changes(tmp_path):
+    host = FakeHost(holders=[("4242", "GPU-0", "20000", "no", "/usr/bin/python3 train.py --big ")])
+    proc, host, *_ = make_procedure(tmp_path, [[ready()]], host=host)
+    res = proc.restart()
+    assert res["failed"] and res["reason_code"] == "gpu_busy_foreign" and res["phase"] == "preflight"
+    assert host.events == [] and res["changed"] is False
+    assert "PID 4242" in res["msg"] and "train.py --big" in res["msg"]
+
+
+def test_orphan_is_named_and_kept_when_killing_is_not_allowed(tmp_path):
+    host = FakeHost(holders=[("555", "GPU-0", "8000", "no", "sglang::scheduler_TP0 ")])
+    proc, host, *_ = make_procedure(tmp_path, [[ready()]], host=host)
+    res = proc.restart()
+    assert res["failed"] and res["reason_code"] == "orphan_processes"
+    assert "PID 555" in res["msg"] and "kill_orphans" in res["msg"]
+    assert host.events == []
+
+
+def test_orphan_is_killed_after_the_stop_when_allowed(tmp_path):
+    orphan = ("555", "GPU-0", "8000", "no", "sglang::scheduler_TP0 ")
+    host = FakeHost(holders=[orphan], holders_after_stop=[orphan])
+    proc, host, *_ = make_procedure(tmp_path, [[ready()]], host=host, kill_orphans=True)
+    res = proc.restart()
+    assert res["outcome"] == "ready"
+    assert host.events == ["stop", "kill -9 555", "start"]
+    assert _run_json(res)["preflight"]["orphans_killed"][0].startswith("PID 555")
+
+
+def test_processes_surviving_the_stop_get_sigkill_then_the_start_waits(tmp_path):
+    host = FakeHost(pids_after_stop=2)
+    proc, host, *_ = make_procedure(tmp_path, [[ready()]], host=host)
+    assert proc.restart()["outcome"] == "ready"
+    assert host.events == ["stop", "sigkill", "sigkill", "start"]
+
+
+def test_processes_that_never_die_hand_over_as_gpu_not_released(tmp_path):
+    host = FakeHost(pids_after_stop=10_000)
+    proc, host, *_ = make_procedure(tmp_path, [[ready()]], host=host, release_timeout_s=10.0)
+    res = proc.restart()
+    assert res["failed"] and res["reason_code"] == "gpu_not_released" and "start" not in host.events
+    assert "PID 77 (state T)" in res["reason"]
+
+
+def test_missing_unit_is_handed_over_in_preflight(tmp_path):
+    proc, host, *_ = make_procedure(tmp_path, [[ready()]], host=FakeHost(installed=False))
+    res = proc.restart()
+    assert res["reason_code"] == "unit_missing" and host.events == []
+
+
+def test_ready_waits_for_a_real_completion(tmp_path):
+    clock = Clock()
+    probe = FakeProbe(clock, completion_ok=False)
+    proc, *_ = make_procedure(tmp_path, [[ready()]], clock=clock, probe=probe, start_timeout_s=30.0,
+                              max_attempts=1)
+    res = proc.restart()
+    # the detector said ready on every poll, but no completion succeeded: never ready
+    assert res["outcome"] != "ready"
+    assert res["attempts"][0]["reason_code"] == "stall_no_progress"
+    assert "start_timeout_s=30" in res["attempts"][0]["reason"]
+
+
+def test_stacks_are_requested_on_the_poll_after_the_detector_asks(tmp_path):
+    suspect = ("suspect", "post_load", "suspect", "flat")
+    proc, _, probe, *_ = make_procedure(tmp_path, [[progressing(), suspect, ready()]])
+    proc.restart()
+    assert [c["want_stacks"] for c in probe.calls] == [False, False, True]
+
+
+def test_a_few_probe_failures_are_tolerated(tmp_path):
+    clock = Clock()
+    probe = FakeProbe(clock)
+    probe.fail_next = 2
+    proc, *_ = make_procedure(tmp_path, [[progressing(), ready()]], clock=clock, probe=probe)
+    assert proc.restart()["outcome"] == "ready"
+
+
+def test_check_mode_observes_once_and_never_stops_or_starts(tmp_path):
+    proc, host, probe, *_ = make_procedure(tmp_path, [[progressing("kv_cache")]])
+    res = proc.observe_once()
+    assert host.events == [] and len(probe.calls) == 1
+    assert res["outcome"] == "check_mode" and res["phase"] == "kv_cache"
+    assert res["would"].startswith("would stop sglang-k26-ddtree")
+    assert _run_json(res)["outcome"] == "check_mode"
+
+
+def test_secrets_never_reach_run_json_or_the_result(tmp_path):
+    host = FakeHost(holders=[("555", "GPU-0", "8000", "no", "sglang::scheduler_TP0 --api-key sk-abcdef123456")])
+    proc, host, *_ = make_procedure(tmp_path, [[ready()]], host=host)
+    res = proc.restart()
+    assert "sk-abcdef123456" not in json.dumps(res)
+    assert "sk-abcdef123456" not in open(res["run_json"]).read()
