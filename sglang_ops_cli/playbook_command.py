@@ -8,7 +8,8 @@ import sys
 from sglang_ops_cli import playbook_run
 from sglang_ops_cli.playbook_run import EXIT_USAGE, ROOT
 
-VENV_PYTHON = os.path.join(ROOT, ".venv", "bin", "python")
+VENV_DIR = os.path.join(ROOT, ".venv")
+VENV_PYTHON = os.path.join(VENV_DIR, "bin", "python")
 _REEXEC_MARK = "SGLANG_OPS_REEXEC"
 
 EXIT_CODES_EPILOG = """exit status:
@@ -24,7 +25,8 @@ def add_arguments(parser):
                         help="inventory file or folder (default: inventories/demo)")
     parser.add_argument("--limit", metavar="HOST", help="only these hosts (Ansible --limit pattern)")
     parser.add_argument("-e", "--extra-vars", dest="extra_vars", action="append", default=[],
-                        metavar="KEY=VALUE", help="extra variable for the playbook (repeatable)")
+                        metavar="KEY=VALUE|JSON|@FILE",
+                        help="extra variables for the playbook, as ansible-playbook -e takes them (repeatable)")
 
 
 def ansible_runner_available():
@@ -39,9 +41,10 @@ def ensure_ansible_runner(argv=None, err=None):
     if ansible_runner_available():
         return None
     argv = list(sys.argv if argv is None else argv)
-    here = os.path.realpath(sys.executable)
+    # a venv's python is usually a link to the base interpreter: compare prefixes, not binaries
+    in_project_venv = os.path.realpath(sys.prefix) == os.path.realpath(VENV_DIR)
     script = argv[0] if argv and os.path.isfile(argv[0]) else None
-    if (script and os.access(VENV_PYTHON, os.X_OK) and os.path.realpath(VENV_PYTHON) != here
+    if (script and os.access(VENV_PYTHON, os.X_OK) and not in_project_venv
             and not os.environ.get(_REEXEC_MARK)):
         os.environ[_REEXEC_MARK] = "1"
         os.execv(VENV_PYTHON, [VENV_PYTHON, script] + argv[1:])
@@ -68,6 +71,8 @@ def run(args, playbook, need_ready_verdict, out=None, err=None, project_dir=ROOT
     outcome = playbook_run.run_playbook(playbook, inventory=args.inventory, limit=args.limit,
                                         extravars=extravars, out=out, project_dir=project_dir)
     code = outcome.exit_code(need_ready_verdict=need_ready_verdict)
+    for host, where in sorted(outcome.reports.items()):
+        out.write("incident report for %s: %s\n" % (host, where))
     err.write("sglang-ops: %s\n" % describe(outcome, code))
     return code
 
@@ -80,6 +85,8 @@ def describe(outcome, code):
         parts.append("failed: %s" % ", ".join(outcome.failed))
     if outcome.verdicts:
         parts.append("verdicts: %s" % ", ".join("%s=%s" % hv for hv in sorted(outcome.verdicts.items())))
-    if not outcome.unreachable and not outcome.failed and outcome.rc != 0:
+    if outcome.status == "canceled":
+        parts.append("interrupted; ansible-playbook was stopped")
+    elif not outcome.unreachable and not outcome.failed and outcome.rc != 0:
         parts.append("ansible-playbook rc %d (%s)" % (outcome.rc, outcome.status))
     return "; ".join(parts)

@@ -5,11 +5,14 @@ reach ansible-runner as `verbose` events, the recap) is written to `out` as each
 arrives, so `bin/sglang-ops restart` shows the same live progress as ansible-playbook.
 The outcome is reduced to an exit status the shell can act on (EXIT_* below).
 """
+import json
 import os
 import re
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass, field
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -31,6 +34,7 @@ class PlaybookOutcome:
     unreachable: list = field(default_factory=list)
     failed: list = field(default_factory=list)
     verdicts: dict = field(default_factory=dict)  # host -> verdict reported by a task
+    reports: dict = field(default_factory=dict)   # host -> incident report (report.md) or artifacts folder
 
     def exit_code(self, need_ready_verdict=False):
         """Unreachable beats failed beats not-ready: the worst news decides."""
@@ -57,12 +61,26 @@ def find_verdict(result, depth=0):
     return value if isinstance(value, str) else None
 
 
+def report_location(result):
+    """Where on-call should look for a host: the incident report's Markdown when the restart
+    action wrote one, else its artifacts folder, else None."""
+    if not isinstance(result, dict):
+        return None
+    report = result.get("report")
+    if isinstance(report, dict) and isinstance(report.get("markdown"), str):
+        return report["markdown"]
+    if isinstance(report, str):
+        return report
+    artifacts = result.get("artifacts")
+    return artifacts if isinstance(artifacts, str) else None
+
+
 class EventPrinter:
     """ansible-runner event handler: print each event's text at once, record outcomes."""
 
     def __init__(self, out):
         self.out = out
-        self.unreachable, self.failed, self.verdicts = [], [], {}
+        self.unreachable, self.failed, self.verdicts, self.reports = [], [], {}, {}
         self.strip_colour = not (hasattr(out, "isatty") and out.isatty())
 
     def __call__(self, event):
@@ -80,6 +98,9 @@ class EventPrinter:
         elif kind == "runner_on_failed" and host and not data.get("ignore_errors"):
             if host not in self.failed:
                 self.failed.append(host)
+            where = report_location(data.get("res"))
+            if where:
+                self.reports[host] = where
         elif kind == "runner_on_ok" and host:
             verdict = find_verdict(data.get("res"))
             if verdict:
@@ -87,15 +108,44 @@ class EventPrinter:
         return True
 
 
-def parse_extravars(pairs):
-    """{k: v} from repeated `-e k=v`; ValueError names a pair without '='."""
+def parse_extravars(items):
+    """Extra vars from repeated -e, as ansible-playbook takes them: key=value, a JSON
+    object ('{"sglang_restart_detector": {...}}'), or @file (YAML or JSON). Later items
+    win. ValueError says which item is wrong."""
     out = {}
-    for pair in pairs or ():
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise ValueError("-e expects key=value, got %r" % pair)
-        out[key.strip()] = _scalar(value)
+    for item in items or ():
+        text = item.strip()
+        if text.startswith("@"):
+            out.update(_load_vars_file(text[1:]))
+        elif text.startswith("{"):
+            try:
+                value = json.loads(text)
+            except ValueError as exc:
+                raise ValueError("-e %r is not a JSON object: %s" % (item, exc))
+            if not isinstance(value, dict):
+                raise ValueError("-e %r is not a JSON object" % item)
+            out.update(value)
+        else:
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip():
+                raise ValueError("-e expects key=value, a JSON object or @file, got %r" % item)
+            out[key.strip()] = _scalar(value)
     return out
+
+
+def _load_vars_file(path):
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            value = yaml.safe_load(fh)
+    except OSError as exc:
+        raise ValueError("-e @%s: %s" % (path, exc.strerror or exc))
+    except yaml.YAMLError as exc:
+        raise ValueError("-e @%s: not YAML/JSON: %s" % (path, exc))
+    if not isinstance(value, dict):
+        raise ValueError("-e @%s: expected a mapping of variables" % path)
+    return value
 
 
 def _scalar(text):
@@ -127,6 +177,11 @@ def run_playbook(playbook, inventory=None, limit=None, extravars=None, out=None,
     env.update(envvars or {})
     printer = EventPrinter(out)
     private = tempfile.mkdtemp(prefix="sglang-ops-runner-")
+    # Ctrl-C asks ansible-runner to stop ansible-playbook instead of leaving it running.
+    interrupted = []
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGINT, lambda *_: interrupted.append(True))
     try:
         kwargs = dict(
             private_data_dir=private,
@@ -137,6 +192,7 @@ def run_playbook(playbook, inventory=None, limit=None, extravars=None, out=None,
             event_handler=printer,
             quiet=True,
             suppress_env_files=True,
+            cancel_callback=lambda: bool(interrupted),
         )
         if inventory:
             kwargs["inventory"] = os.path.abspath(inventory)
@@ -145,6 +201,8 @@ def run_playbook(playbook, inventory=None, limit=None, extravars=None, out=None,
         result = ansible_runner.run(**kwargs)
         rc = result.rc if isinstance(result.rc, int) else 1
         return PlaybookOutcome(rc=rc, status=result.status or "unknown", unreachable=printer.unreachable,
-                               failed=printer.failed, verdicts=printer.verdicts)
+                               failed=printer.failed, verdicts=printer.verdicts, reports=printer.reports)
     finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
         shutil.rmtree(private, ignore_errors=True)

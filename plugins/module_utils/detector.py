@@ -19,7 +19,7 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.phases import P
 VERDICTS = ("progressing", "quiet", "suspect", "stalled", "failed", "ready")
 FINAL_VERDICTS = ("ready", "stalled", "failed")
 # Reason codes for the verdicts that are not failure classes.
-INTERIM_CODES = ("starting", "progressing", "quiet", "suspect_spin", "suspect_idle", "suspect_stacks", "ready")
+INTERIM_CODES = ("starting", "progressing", "quiet", "suspect_spin", "suspect_idle", "ready")
 
 COMPILER_COMMS = re.compile(r"^(cc1plus|cc1|cicc|nvcc|ptxas|nvlink|fatbinary|cudafe\+\+|gcc|g\+\+|c\+\+|cc|clang\+\+|clang|ld|ld\.lld|as|ninja|make)$")
 WAIT_FRAME = re.compile(r"wait|barrier|futex|poll|select|recv|sleep|acquire|join|synchroni[sz]e|"
@@ -47,6 +47,17 @@ class Assessment:
         return {"t": self.t, "phase": self.phase, "verdict": self.verdict, "reason_code": self.reason_code,
                 "reason": self.reason, "evidence": self.evidence, "progress": self.progress,
                 "want_stacks": self.want_stacks, "final": self.final}
+
+
+@dataclass(frozen=True)
+class _GpuSample:
+    t: float
+    count: int
+    mem_used_mib: float
+    mem_total_mib: float
+    util_max_pct: float
+    spinning: list       # indexes at or above spin_util_pct
+    all_idle: bool       # every GPU below idle_util_pct
 
 
 class _Clock:
@@ -94,7 +105,7 @@ class Detector:
         self._cpu = None          # (t, cpu_s)
         self._io = None           # (t, read_bytes, write_bytes)
         self._mem_ref = {}        # gpu index -> mem_used_mib at its last move
-        self._gpus = None         # (t, list) last GPU sample
+        self._gpus = None         # _GpuSample, the last nvidia-smi answer
         self._cpu_pct = None
         self._cpu_t = None
         self._read_bps = None
@@ -131,7 +142,7 @@ class Detector:
         fatal = self._read_logs(obs.get("log") or (), t, moved, facts)
         dead = self._read_unit(obs, facts)
         self._read_procs(obs.get("procs"), t, moved, first)
-        spin_gpus = self._read_gpus(obs.get("gpus"), t, moved, first)
+        self._read_gpus(obs.get("gpus"), t, moved, first)
         self._read_http(obs.get("http"), t, moved, first)
         self._read_stacks(obs.get("stacks"), t)
 
@@ -159,7 +170,7 @@ class Detector:
         if moved or first:
             return Assessment(t, self.phases.phase, "progressing", "progressing" if moved else "starting",
                               self._moving_words(moved), evidence, progress)
-        return self._judge_silence(t, spin_gpus, evidence, progress)
+        return self._judge_silence(t, evidence, progress)
 
     # ------------------------------------------------------------------ channels
     def _read_logs(self, records, t, moved, facts):
@@ -170,12 +181,12 @@ class Detector:
         keys_this_poll = set()
         for rec in records:
             msg = rec.get("msg") or ""
-            parts = tqdm_frames.frames(msg)
+            parts = tqdm_frames.frames(msg) if ("\r" in msg or "\n" in msg) else [msg]
             bar = tqdm_frames.last_bar(msg) if "%" in msg else None
             if bar is not None:
                 self._on_bar(bar, t, moved)
             for part in parts:
-                if bar is not None and tqdm_frames.parse_frame(part) is not None:
+                if bar is not None and bar.desc[:20] in part and tqdm_frames.parse_frame(part) is not None:
                     continue   # bar frames: handled above as one bar state
                 line = log_lines.classify(part)
                 if line.phase is not None:
@@ -269,32 +280,42 @@ class Detector:
                 moved.append("compile")
 
     def _read_gpus(self, gpus, t, moved, first):
-        """Record the GPU sample; return the indexes spinning (util high, memory flat)."""
-        if isinstance(gpus, list) and gpus:
-            moved_here = False
-            for pos, g in enumerate(gpus):
-                idx, mem = g.get("index", pos), g.get("mem_used_mib")
-                if idx is None or not isinstance(mem, (int, float)):
-                    continue
-                ref = self._mem_ref.get(idx)
+        """Record one nvidia-smi sample: memory moves, spinning and idle GPUs, sums."""
+        if not isinstance(gpus, list) or not gpus:
+            return
+        s = self.settings
+        noise, spin_at, idle_below = s.gpu_mem_noise_mib, s.spin_util_pct, s.idle_util_pct
+        mem_moved, spin, all_idle = False, [], True
+        used = total = 0
+        util_max = 0
+        refs = self._mem_ref
+        for pos, g in enumerate(gpus):
+            idx = g.get("index", pos)
+            mem = g.get("mem_used_mib")
+            util = g.get("util_pct") or 0
+            if isinstance(mem, (int, float)):
+                used += mem
+                ref = refs.get(idx)
                 if ref is None:
-                    self._mem_ref[idx] = mem
-                elif abs(mem - ref) >= self.settings.gpu_mem_noise_mib:
-                    self._mem_ref[idx] = mem
-                    moved_here = True
-            if moved_here and not first:
-                moved.append("gpu_mem")
-            self._gpus = (t, gpus)
-        sample = self._fresh_gpus(t)
-        if sample is None:
-            return None
-        return [g.get("index") for g in sample
-                if isinstance(g.get("util_pct"), (int, float)) and g["util_pct"] >= self.settings.spin_util_pct]
+                    refs[idx] = mem
+                elif mem - ref >= noise or ref - mem >= noise:
+                    refs[idx] = mem
+                    mem_moved = True
+            total += g.get("mem_total_mib") or 0
+            if util >= spin_at:
+                spin.append(idx)
+            if util >= idle_below:
+                all_idle = False
+            if util > util_max:
+                util_max = util
+        if mem_moved and not first:
+            moved.append("gpu_mem")
+        self._gpus = _GpuSample(t, len(gpus), used, total, util_max, spin, all_idle)
 
     def _fresh_gpus(self, t):
-        if self._gpus is None or t - self._gpus[0] > self.settings.signal_stale_s:
+        if self._gpus is None or t - self._gpus.t > self.settings.signal_stale_s:
             return None
-        return self._gpus[1]
+        return self._gpus
 
     def _read_http(self, http, t, moved, first):
         if not isinstance(http, dict):
@@ -327,7 +348,8 @@ class Detector:
         comp = http.get("completion")
         if isinstance(comp, dict) and comp.get("ok"):
             return True
-        return (not self.settings.ready_requires_completion) and http.get("health") == 200 and self._ready_line
+        return (not self.settings.ready_requires_completion and http.get("health") == 200 and self._ready_line
+                and not isinstance(comp, dict))
 
     def _ready_reason(self, obs):
         comp = (obs.get("http") or {}).get("completion") or {}
@@ -335,15 +357,16 @@ class Detector:
             return "a completion succeeded (%s ms)" % comp.get("ms")
         return "/health answered 200 after the ready line"
 
-    def _judge_silence(self, t, spin_gpus, evidence, progress):
+    def _judge_silence(self, t, evidence, progress):
         s = self.settings
         phase = self.phases.phase
         quiet_s = t - self._last_progress_t
         cpu_known = self._cpu_pct is not None and self._cpu_t is not None and t - self._cpu_t <= s.signal_stale_s
         cpu_idle = cpu_known and self._cpu_pct < s.cpu_idle_pct
         gpus = self._fresh_gpus(t)
-        spinning = spin_gpus is not None and len(spin_gpus) >= s.spin_min_gpus
-        gpus_idle = gpus is not None and all((g.get("util_pct") or 0) < s.idle_util_pct for g in gpus)
+        spin_gpus = gpus.spinning if gpus is not None else []
+        spinning = gpus is not None and len(spin_gpus) >= s.spin_min_gpus
+        gpus_idle = gpus is not None and gpus.all_idle
         idle = cpu_idle and gpus_idle and not self._compilers
         busy = cpu_known and not cpu_idle and not spinning
         if busy:
@@ -369,7 +392,7 @@ class Detector:
         spin_window = s.stall_spin_kernel_phase_window_s if phase in s.kernel_phases else s.stall_spin_window_s
         if spinning and self._spin.held_s(t) >= spin_window:
             reason = "%d of %d GPUs at >= %d%% utilisation with flat memory for %s and nothing else moving: a hung collective" % (
-                len(spin_gpus), len(gpus), s.spin_util_pct, fmt_duration(self._spin.held_s(t)))
+                len(spin_gpus), gpus.count, s.spin_util_pct, fmt_duration(self._spin.held_s(t)))
             return self._decide(Assessment(t, phase, "stalled", "stall_spin", reason, evidence, progress))
         if idle and self._idle.held_s(t) >= s.stall_idle_window_s:
             reason = "every signal flat for %s: CPU %.0f%%, GPUs idle, no disk I/O, no new log lines" % (
@@ -440,10 +463,10 @@ class Detector:
         return {
             "shards_done": None if bar is None else int(bar[0]),
             "shards_total": None if bar is None or bar[1] is None else int(bar[1]),
-            "gpu_count": None if gpus is None else len(gpus),
-            "gpu_mem_used_mib": None if gpus is None else sum(g.get("mem_used_mib") or 0 for g in gpus),
-            "gpu_mem_total_mib": None if gpus is None else sum(g.get("mem_total_mib") or 0 for g in gpus),
-            "gpu_util_max_pct": None if gpus is None else max((g.get("util_pct") or 0) for g in gpus),
+            "gpu_count": None if gpus is None else gpus.count,
+            "gpu_mem_used_mib": None if gpus is None else gpus.mem_used_mib,
+            "gpu_mem_total_mib": None if gpus is None else gpus.mem_total_mib,
+            "gpu_util_max_pct": None if gpus is None else gpus.util_max_pct,
             "read_bps": self._read_bps,
             "write_bps": self._write_bps,
             "cpu_pct": None if self._cpu_pct is None else round(self._cpu_pct, 1),

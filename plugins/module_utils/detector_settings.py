@@ -40,9 +40,10 @@ class DetectorSettings:
     heartbeat_repeat_polls: int = 3
     # A missing signal older than this is treated as unknown, not as its last value.
     signal_stale_s: float = 60.0
-    # Ready needs a successful completion; if False, a 200 from /health after the
-    # "ready to roll" line is enough.
-    ready_requires_completion: bool = True
+    # Ready is a successful completion. Unless this is True, a 200 from /health after the
+    # "ready to roll" line also counts (SGLang's /health runs a one-token generation),
+    # provided no completion was tried and failed in that poll.
+    ready_requires_completion: bool = False
 
     def with_overrides(self, overrides):
         """A copy with `overrides` applied; ValueError names unknown keys or wrong types."""

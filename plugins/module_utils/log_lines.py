@@ -3,6 +3,7 @@
 Covers both log-string families (<= 0.5.16 and 0.5.23, sglang-facts.md) and the
 systemd lines journald adds for the unit. Pure functions over strings.
 """
+import functools
 import re
 from dataclasses import dataclass
 
@@ -63,11 +64,7 @@ class LogLine:
     heartbeat: bool
     exit_status: str   # "1/FAILURE", "0/SUCCESS", ... from "Main process exited", else None
     unit_done: bool    # journald says the unit finished (deactivated, failed, restart scheduled)
-
-    @property
-    def key(self):
-        """The message with numbers blanked: repeats of one message share a key."""
-        return _NUMBERS.sub("#", self.text)
+    key: str           # the message with numbers blanked: repeats of one message share a key
 
 
 def strip_prefix(msg):
@@ -100,17 +97,21 @@ def is_heartbeat(text):
 def classify(msg):
     """One frame of a journal record (no `\r` inside) as a LogLine."""
     text, rank = strip_prefix(msg.strip())
+    return LogLine(text, rank, *_meaning(text))
+
+
+_ANY_FATAL = re.compile("|".join("(?:%s)" % p.pattern for p, _ in FATAL_PATTERNS), re.I)
+
+
+@functools.lru_cache(maxsize=4096)
+def _meaning(text):
+    """(phase, fatal_code, heartbeat, exit_status, unit_done, key) of a prefix-free text.
+    Cached: every rank prints the same lines."""
     exited = _MAIN_EXITED.search(text)
     heartbeat = is_heartbeat(text)
-    return LogLine(
-        text=text,
-        rank=rank,
-        phase=phase_of(text),
-        fatal_code=None if heartbeat else fatal_code_of(text),
-        heartbeat=heartbeat,
-        exit_status=exited.group("status") if exited else None,
-        unit_done=bool(_UNIT_DONE.search(text)),
-    )
+    fatal = None if heartbeat or not _ANY_FATAL.search(text) else fatal_code_of(text)
+    return (phase_of(text), fatal, heartbeat, exited.group("status") if exited else None,
+            bool(_UNIT_DONE.search(text)), _NUMBERS.sub("#", text))
 
 
 def fatal_priority(code):

@@ -26,7 +26,7 @@ class ReadStats:
     read_bytes: int          # bytes actually read from the files
     skipped_bytes: int       # bytes in segments that were already resident
     read_s: float
-    segments_left: int       # segments not reached before the deadline
+    segments_left: int       # segments not read because the time budget ran out
 
     @property
     def read_bytes_per_s(self) -> float:
@@ -63,15 +63,15 @@ def _segments(paths):
 
 
 def warm(paths, threads=8, read_block_bytes=16 << 20, max_duration_s=0.0, clock=time.monotonic):
-    """Read the files' non-resident segments; stop taking new segments after
-    max_duration_s (0: no limit). Returns ReadStats."""
+    """Read the files' non-resident segments; after max_duration_s (0: no limit) start
+    no new read. Returns ReadStats."""
     work = queue.Queue()
     for segment in _segments(paths):
         work.put(segment)
     start = clock()
     deadline = start + max_duration_s if max_duration_s > 0 else None
     lock = threading.Lock()
-    totals = {"read": 0, "skipped": 0}
+    totals = {"read": 0, "skipped": 0, "held": 0}
     errors = []
     fds = {}
 
@@ -84,9 +84,10 @@ def warm(paths, threads=8, read_block_bytes=16 << 20, max_duration_s=0.0, clock=
     def worker():
         buf = bytearray(read_block_bytes)
         view = memoryview(buf)
-        read = skipped = 0
+        read = skipped = held = 0
+        first_read = True
         try:
-            while deadline is None or clock() < deadline:
+            while True:
                 try:
                     path, offset, length = work.get_nowait()
                 except queue.Empty:
@@ -95,6 +96,12 @@ def warm(paths, threads=8, read_block_bytes=16 << 20, max_duration_s=0.0, clock=
                 if page_cache.range_residency(fd, offset, length) >= length:
                     skipped += length
                     continue
+                # The deadline applies to reads only, and each worker reads at least one
+                # segment, so a call always makes progress however short its budget.
+                if not first_read and deadline is not None and clock() >= deadline:
+                    held = 1
+                    break
+                first_read = False
                 pos, end = offset, offset + length
                 while pos < end:
                     n = os.preadv(fd, [view[:min(read_block_bytes, end - pos)]], pos)
@@ -107,6 +114,7 @@ def warm(paths, threads=8, read_block_bytes=16 << 20, max_duration_s=0.0, clock=
         with lock:
             totals["read"] += read
             totals["skipped"] += skipped
+            totals["held"] += held
 
     pool = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, threads))]
     try:
@@ -119,4 +127,5 @@ def warm(paths, threads=8, read_block_bytes=16 << 20, max_duration_s=0.0, clock=
             os.close(fd)
     if errors:
         raise errors[0]
-    return ReadStats(totals["read"], totals["skipped"], clock() - start, work.qsize())
+    return ReadStats(totals["read"], totals["skipped"], clock() - start,
+                     work.qsize() + totals["held"])

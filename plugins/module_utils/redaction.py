@@ -14,8 +14,10 @@ _PATTERNS = (
     re.compile(r"(--api[-_]key(?:=|\s+))(?:'[^']*'|\"[^\"]*\"|\S+)", re.IGNORECASE),
     # Authorization: Bearer xxx / "Bearer xxx" anywhere
     re.compile(r"(\bBearer\s+)[A-Za-z0-9._~+/=\-]+", re.IGNORECASE),
-    # api_key='x' / api_key="x" / "api_key": "x" / api_key=x / SGLANG_API_KEY=x / token: x
-    re.compile(r"""((?:\b|_)(?:api[-_]?key|access[-_]?token|auth[-_]?token|secret|password|token)"""
+    # api_key='x' / "api_key": "x" / api_key=x / SGLANG_API_KEY=x / HF_TOKEN=x / password: x
+    # (not a bare "token": SGLang logs "#new-token: 12" on every batch)
+    re.compile(r"""((?:\b|_)(?:api[-_]?key|access[-_]?token|auth[-_]?token|hf[-_]?token|bearer[-_]?token|"""
+               r"""secret|password)"""
                r"""['"]?\s*[:=]\s*)(?:'[^']*'|"[^"]*"|[^\s,)}\]]+)""", re.IGNORECASE),
     # bare OpenAI-style keys
     re.compile(r"(\b)sk-[A-Za-z0-9_\-]{8,}"),
@@ -29,7 +31,7 @@ def redact(text):
     if not isinstance(text, str):
         text = str(text)
     for pattern in _PATTERNS:
-        text = pattern.sub(lambda m: m.group(1) + REDACTED if not m.group(0).endswith(REDACTED) else m.group(0), text)
+        text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
     return text
 
 

@@ -227,10 +227,11 @@ def diagnostics_cmds(unit, since_epoch_s, venv):
                       "--format=csv,noheader,nounits" % _NVSMI,
         "ports": "ss -ltnp 2>&1 || netstat -ltnp 2>&1",
         "processes": "echo 'pid state command'; " + unit_pids_cmd(unit),
-        "py-spy": "PYSPY=%s\n" % pyspy + _each_unit_pid(unit, r"""  case "$cmd" in *python*|sglang::*) ;; *) continue;; esac
-  echo "=== PYSPY $p $cmd"
-  timeout 20 $PYSPY dump --nonblocking --pid $p 2>&1 || echo "(py-spy exited $?)"
-"""),
+        # One dump per Python process, in parallel so a stopped or wedged process costs
+        # one timeout, not one per rank.
+        "py-spy": "PYSPY=%s\nd=$(mktemp -d)\n" % pyspy + _each_unit_pid(unit, r"""  case "$cmd" in *python*|sglang::*) ;; *) continue;; esac
+  ( echo "=== PYSPY $p $cmd"; timeout 15 $PYSPY dump --nonblocking --pid $p 2>&1 || echo "(py-spy exited $?)" ) > "$d/$p" &""") +
+        "wait\ncat \"$d\"/* 2>/dev/null\nrm -rf \"$d\"\n",
     }
 
 

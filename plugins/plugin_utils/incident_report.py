@@ -11,7 +11,7 @@ decided and done. Next steps come from docs/runbook.md, the section of the failu
 import json
 import os
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.redaction import redact, redact_tree
+from ansible_collections.sglang_ops.serving.plugins.module_utils.redaction import redact_tree
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import runbook as runbook_mod
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_model import build_incident
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report_markdown import render_markdown
@@ -80,12 +80,22 @@ def _write(out_dir, incident, trace_names, runbook_path):
     }
     data = redact_tree(incident.to_dict())
     data["files"] = {"markdown": REPORT_MD, "json": REPORT_JSON, "chart": CHART_SVG, "traces": list(trace_names)}
-    href = os.path.relpath(runbook_path, os.path.abspath(out_dir)).replace(os.sep, "/")
+    href = _runbook_href(runbook_path, out_dir)
     _atomic_write(paths["markdown"], render_markdown(incident, chart_name=CHART_SVG, trace_names=trace_names,
                                                      runbook_href=href))
     _atomic_write(paths["json"], json.dumps(data, indent=2, ensure_ascii=False) + "\n")
     _atomic_write(paths["chart"], render_svg(incident))
     return paths
+
+
+def _runbook_href(runbook_path, out_dir):
+    """A relative link when the report sits in the same checkout as the runbook (artifacts/),
+    else the runbook's absolute path."""
+    runbook_real, out_real = os.path.realpath(runbook_path), os.path.realpath(out_dir)
+    root = os.path.dirname(os.path.dirname(runbook_real))  # <root>/docs/runbook.md
+    if out_real == root or out_real.startswith(root + os.sep):
+        return os.path.relpath(runbook_real, out_real).replace(os.sep, "/")
+    return runbook_real
 
 
 def _atomic_write(path, text):
@@ -148,5 +158,3 @@ def write_trace_report(trace_path, out_dir, runbook_path=None):
             fh.write(json.dumps(redact_tree(obj), ensure_ascii=False) + "\n")
     return paths
 
-
-__all__ = ["write_incident_report", "write_run_report", "write_trace_report", "replay", "ReportInputError", "redact"]

@@ -23,7 +23,8 @@ def _clock_text(seconds: float) -> str:
 
 def progress_line(result: dict, elapsed_s: float, read_bytes: int) -> str:
     rate = read_bytes / elapsed_s / 1e9 if elapsed_s > 0 else 0.0
-    return "prewarm %.0f%% resident · %.0f/%.0f GB · %.2f GB/s · %s" % (
+    size = "%.0f/%.0f" if result["model_bytes"] >= 100e9 else "%.1f/%.1f"
+    return ("prewarm %.0f%% resident · " + size + " GB · %.2f GB/s · %s") % (
         100 * result["resident_fraction_after"], result["resident_bytes_after"] / 1e9,
         result["model_bytes"] / 1e9, rate, _clock_text(elapsed_s))
 

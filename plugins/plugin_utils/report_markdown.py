@@ -1,5 +1,5 @@
 """Render an Incident (incident_model) as the Markdown report on-call reads first."""
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_model import fmt_duration, fmt_t
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_words import fmt_duration, fmt_t
 
 
 def _fence(text):
@@ -21,6 +21,8 @@ def _title(inc):
         return "Incident: %s%s %s in %s (%s)" % (inc.unit, where, inc.verdict, inc.phase, inc.reason_code)
     if inc.verdict == "ready":
         return "Start report: %s%s came up ready" % (inc.unit, where)
+    if inc.verdict == "preflight" or inc.outcome == "gave_up":
+        return "Incident: %s%s not restarted, %s (%s)" % (inc.unit, where, inc.phase, inc.reason_code)
     return "Start report: %s%s, no verdict" % (inc.unit, where)
 
 

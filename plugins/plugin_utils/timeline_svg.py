@@ -7,7 +7,7 @@ of the failure a dashed line.
 import math
 from xml.sax.saxutils import escape, quoteattr
 
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_model import fmt_duration
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_words import fmt_duration
 
 WIDTH_PX = 1100
 LEFT_PX = 56

@@ -29,6 +29,9 @@ def wait_ready(host, unit: str, port: int, timeout_s: float = READY_TIMEOUT_S) -
         status = http_status(host, f"http://127.0.0.1:{port}/health")
         if status == 200:
             return
+        state = host.run(f"systemctl is-active {unit}").stdout.strip()
+        if state in ("inactive", "failed"):
+            raise AssertionError(f"{unit} is {state}, not starting" + journal(host, unit))
         time.sleep(POLL_S)
     raise AssertionError(
         f"{unit} not ready on port {port} after {timeout_s:.0f} s "

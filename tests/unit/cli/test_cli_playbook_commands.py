@@ -46,6 +46,7 @@ def test_a_failed_task_exits_1_and_names_the_host():
     assert code == 1
     assert "failed: local" in err
     assert "gave up: same failure twice" in out
+    assert out.splitlines()[-1] == "incident report for local: /tmp/a/h/s/report.md"
 
 
 def test_an_unreachable_host_exits_4_even_when_another_is_fine():
@@ -79,6 +80,8 @@ def test_without_ansible_runner_and_no_venv_to_switch_to_the_message_says_what_t
 
 
 def test_without_ansible_runner_the_command_re_executes_in_the_project_venv(monkeypatch, tmp_path):
+    """The project venv's python is a link to the base interpreter, so the decision rests on
+    sys.prefix, not on the binary."""
     script = tmp_path / "sglang-ops"
     script.write_text("#")
     fake_venv_python = tmp_path / "python"
@@ -87,6 +90,7 @@ def test_without_ansible_runner_the_command_re_executes_in_the_project_venv(monk
     calls = []
     monkeypatch.setattr(playbook_command, "ansible_runner_available", lambda: False)
     monkeypatch.setattr(playbook_command, "VENV_PYTHON", str(fake_venv_python))
+    monkeypatch.setattr(playbook_command, "VENV_DIR", str(tmp_path / "venv"))
     monkeypatch.delenv("SGLANG_OPS_REEXEC", raising=False)
     monkeypatch.setattr(os, "execv", lambda exe, argv: calls.append((exe, argv)))
     playbook_command.ensure_ansible_runner(argv=[str(script), "restart", "--limit", "h"], err=io.StringIO())
@@ -117,3 +121,30 @@ def test_status_reads_the_detectors_verdict_not_the_check_mode_outcome():
     assert playbook_run.find_verdict(res) == "ready"
     assert playbook_run.find_verdict({"verdict": "stalled"}) == "stalled"
     assert playbook_run.find_verdict({"msg": "no verdict here"}) is None
+
+
+def test_inside_the_project_venv_it_does_not_re_execute_itself(monkeypatch, tmp_path):
+    script = tmp_path / "sglang-ops"
+    script.write_text("#")
+    monkeypatch.setattr(playbook_command, "ansible_runner_available", lambda: False)
+    monkeypatch.setattr(playbook_command, "VENV_DIR", os.path.realpath(__import__("sys").prefix))
+    monkeypatch.delenv("SGLANG_OPS_REEXEC", raising=False)
+    monkeypatch.setattr(os, "execv", lambda exe, argv: pytest.fail("must not re-exec into itself"))
+    err = io.StringIO()
+    assert playbook_command.ensure_ansible_runner(argv=[str(script), "status"], err=err) == 2
+
+
+def test_extra_vars_take_json_objects_and_files_like_ansible_playbook(tmp_path):
+    f = tmp_path / "vars.yml"
+    f.write_text("sglang_restart_poll_s: 2\nsglang_restart_detector:\n  stall_idle_window_s: 40\n")
+    got = playbook_run.parse_extravars(['{"a": {"b": 1}}', "@%s" % f, "a=2"])
+    assert got == {"a": 2, "sglang_restart_poll_s": 2, "sglang_restart_detector": {"stall_idle_window_s": 40}}
+    for bad in ("{not json", "[1, 2]", "@%s" % (tmp_path / "missing.yml")):
+        with pytest.raises(ValueError):
+            playbook_run.parse_extravars([bad])
+
+
+def test_report_location_prefers_the_report_over_the_artifacts_folder():
+    assert playbook_run.report_location({"report": {"markdown": "r.md"}, "artifacts": "a"}) == "r.md"
+    assert playbook_run.report_location({"report": None, "artifacts": "a"}) == "a"
+    assert playbook_run.report_location({"msg": "x"}) is None

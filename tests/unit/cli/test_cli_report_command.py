@@ -4,8 +4,6 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 from sglang_ops_cli.cli import main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))

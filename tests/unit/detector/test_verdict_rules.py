@@ -288,3 +288,18 @@ def test_every_reason_code_is_a_failure_class_or_a_documented_interim_code(start
             assert a.reason_code in FAILURE_CLASSES
         else:
             assert a.reason_code in INTERIM_CODES
+
+
+def test_health_200_after_the_ready_line_is_ready_unless_completion_is_required(start):
+    for required, verdict in ((False, "ready"), (True, "progressing")):
+        s = start(ready_requires_completion=required)
+        s.loaded()
+        s.http = {"health": 200, "completion": None}
+        assert s.poll(log=["The server is fired up and ready to roll!"]).verdict == verdict
+
+
+def test_a_failed_completion_is_not_ready_even_with_health_200(start):
+    s = start()
+    s.loaded()
+    s.http = {"health": 200, "completion": {"ok": False, "status": 500, "ms": 20.0}}
+    assert s.poll(log=["The server is fired up and ready to roll!"]).verdict != "ready"

@@ -47,7 +47,9 @@ def test_warm_reads_evicted_files_into_the_page_cache(model_dir, small_segments)
         page_cache.evict_file(f)
     assert page_cache.files_residency(files).fraction < 0.05
     stats = prewarm_reader.warm(files, threads=3, read_block_bytes=256 * 1024)
-    assert stats.read_bytes == 12 * MIB
+    # Kernel readahead may make a segment resident just before a thread looks at it.
+    assert stats.read_bytes + stats.skipped_bytes == 12 * MIB
+    assert stats.read_bytes >= 3 * MIB
     assert stats.segments_left == 0
     assert page_cache.files_residency(files).fraction == 1.0
 

@@ -1,4 +1,4 @@
-"""Helpers for the incident report tests: paths, the runbook, small traces built in code."""
+"""Shared pieces for the incident report tests: paths, the runbook, small traces built in code."""
 import functools
 import json
 import os

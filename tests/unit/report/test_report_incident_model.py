@@ -87,3 +87,23 @@ def test_a_trace_that_ends_before_a_verdict_is_reported_as_undecided():
 
 def test_durations_read_like_an_operator_writes_them():
     assert [fmt_duration(s) for s in (45, 583, 3725, None)] == ["45s", "9m43s", "1h02m", "?"]
+
+
+def test_onset_gets_a_wall_clock_time_when_the_attempt_start_is_recorded():
+    run = {"host": "h", "unit": "sglang-k26-ddtree", "outcome": "gave_up", "gave_up_because": "x",
+           "attempts": [{"n": 1, "verdict": "failed", "phase": "post_load", "reason_code": "fatal_packing",
+                         "reason": "r", "t": 90.0, "action": "handed_over", "started_epoch_s": 1798578000.0}]}
+    inc = _packing_incident(run=run)
+    assert "t+1m23s into the start (first error line in the journal; 2026-12-29 21:01:23 UTC)" in inc.summary[2]
+    assert "decided at t+1m30s (2026-12-29 21:01:30 UTC)" in inc.summary[2]
+
+
+def test_when_the_replay_disagrees_with_run_json_the_report_keeps_what_was_acted_on():
+    observations, assessments = packing_failure()  # the replay says fatal_packing
+    run = {"host": "h", "unit": "sglang-k26-ddtree", "outcome": "gave_up", "gave_up_because": "same failure twice",
+           "attempts": [{"n": 1, "verdict": "stalled", "phase": "post_load", "reason_code": "stall_idle",
+                         "reason": "every signal flat for 60 s", "t": 40.0, "action": "handed_over"}]}
+    inc = build_incident(HEADER, observations, assessments, run=run, runbook=runbook_sections())
+    assert inc.evidence[0] == "Detector: every signal flat for 60 s"
+    assert not any("fatal_packing" in e or "repacking" in e for e in inc.evidence)
+    assert inc.next_steps.anchor == "stall_idle"

@@ -20,6 +20,7 @@ SECRET = "sk-live-4f9a8b7c6d5e4f3a2b1c"
     'server_args={"api_key": "%s", "port": 30001}' % SECRET,
     "curl -H 'Authorization: Bearer %s' http://127.0.0.1:30001/v1/models" % SECRET,
     "SGLANG_API_KEY=%s" % SECRET,
+    "HF_TOKEN=%s" % SECRET,
     "key is %s" % SECRET,
 ])
 def test_api_keys_and_bearer_tokens_are_replaced(line):
@@ -31,7 +32,8 @@ def test_api_keys_and_bearer_tokens_are_replaced(line):
 def test_ordinary_log_lines_are_left_alone():
     for line in ("KV Cache is allocated. #tokens: 1048576, KV size: 40.2 GB",
                  "max_total_num_tokens=1048576, chunked_prefill_size=8192, context_len=262144",
-                 "Load weight begin. avail mem=94.52 GB"):
+                 "Load weight begin. avail mem=94.52 GB",
+                 "Prefill batch. #new-seq: 1, #new-token: 12, #cached-token: 0, token usage: 0.00"):
         assert redact(line) == line
 
 

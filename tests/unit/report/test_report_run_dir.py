@@ -76,3 +76,49 @@ def test_report_written_elsewhere_links_back_to_the_run(run_dir, tmp_path):
 def test_a_folder_without_run_json_is_refused_with_its_name(tmp_path):
     with pytest.raises(ReportInputError, match="not a run directory"):
         write_incident_report(str(tmp_path))
+
+
+def test_preflight_hand_over_without_attempts_names_the_holder_and_the_class(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({
+        "host": "gpu-3", "unit": "sglang-k26-ddtree", "started": "2026-11-29T21:00:00Z", "outcome": "gave_up",
+        "gave_up_because": "preflight: gpu_busy_foreign", "attempts": [],
+        "preflight": {"nvidia_smi": True, "gpus": 8, "gpu_holders": [
+            {"pid": 4242, "kind": "foreign", "mem_mib": 20480, "cmdline": "python bench.py --api-key sk-abcdefgh12345678"}]}}))
+    paths = write_incident_report(str(run))
+    with open(paths["markdown"], encoding="utf-8") as fh:
+        md = fh.read()
+    summary = md.splitlines()[2:7]
+    assert summary[0] == ("1. sglang-k26-ddtree was not (re)started: GPUs held by processes outside the unit "
+                          "(`gpu_busy_foreign`), found before starting.")
+    assert summary[1].startswith("2. Phase: preflight")
+    assert "GPU memory holder: PID 4242 (foreign), 20480 MiB" in md
+    assert "sk-abcdefgh12345678" not in md
+    assert "runbook.md#gpu_busy_foreign" in md
+    with open(paths["chart"], encoding="utf-8") as fh:
+        assert "not observed" in fh.read()
+
+
+def test_hand_over_while_stopping_after_a_restart_reports_the_stop_problem(run_dir):
+    with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as fh:
+        run = json.load(fh)
+    run["attempts"] = run["attempts"][:1]
+    run["gave_up_because"] = "stopping: gpu_not_released"
+    with open(os.path.join(run_dir, "run.json"), "w", encoding="utf-8") as fh:
+        json.dump(run, fh)
+    with open(write_incident_report(run_dir)["json"], encoding="utf-8") as fh:
+        data = json.load(fh)
+    assert (data["verdict"], data["phase"], data["reason_code"]) == ("preflight", "stopping", "gpu_not_released")
+    assert "attempt 1: stalled in post_load" in data["automation"]
+    assert data["next_steps"]["anchor"] == "gpu_not_released"
+
+
+def test_runbook_link_is_relative_inside_the_checkout_and_absolute_outside(tmp_path):
+    from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_report import _runbook_href
+    root = tmp_path / "checkout"
+    (root / "docs").mkdir(parents=True)
+    (root / "artifacts" / "h" / "s").mkdir(parents=True)
+    runbook = str(root / "docs" / "runbook.md")
+    assert _runbook_href(runbook, str(root / "artifacts" / "h" / "s")) == "../../../docs/runbook.md"
+    assert _runbook_href(runbook, str(tmp_path / "elsewhere")) == os.path.realpath(runbook)

@@ -45,13 +45,13 @@ def test_every_link_inside_the_runbook_points_at_an_existing_anchor():
 
 def test_parser_splits_anchored_sections_and_their_parts():
     text = "\n".join([
-        "# Title", "intro", '<a id="one"></a>', "## one: first", "lead", "### Symptoms", "s1",
+        "# Title", "intro", '<a id="one"></a>', "## one: first", "opening", "### Symptoms", "s1",
         "### Next steps", "1. do", "2. do more", '<a id="two"></a>', "## two", "### Confirm", "c2",
         "# Chapter", "not part of two"])
     sections = parse_runbook(text)
     assert list(sections) == ["one", "two"]
     assert sections["one"].title == "one: first"
-    assert sections["one"].intro == "lead"
+    assert sections["one"].intro == "opening"
     assert sections["one"].part("next steps") == "1. do\n2. do more"
     assert sections["one"].part("Escalate") == ""
     assert sections["two"].part("Confirm") == "c2"

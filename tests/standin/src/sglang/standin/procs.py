@@ -69,15 +69,23 @@ def spawn(title, module, spec, pass_fds=(), new_session=False, stdout=None):
     spec = dict(spec, module=module, title=title, parent_pid=os.getpid(),
                 sys_path=[p for p in sys.path if p], executable=sys.executable)
     blob = base64.b64encode(json.dumps(spec).encode()).decode()
+    # With argv[0] = title, Python cannot locate its own installation (and a title found
+    # on PATH, such as nvcc, would point it at the wrong one): name it explicitly.
+    home = sys.base_prefix if sys.base_prefix == sys.base_exec_prefix else \
+        f"{sys.base_prefix}:{sys.base_exec_prefix}"
+    env = dict(os.environ, PYTHONHOME=home)
     proc = subprocess.Popen([title], executable=sys.executable, stdin=subprocess.PIPE,
                             pass_fds=pass_fds, start_new_session=new_session,
-                            stdout=stdout, close_fds=True)
+                            stdout=stdout, close_fds=True, env=env)
     proc.stdin.write(_BOOT.format(blob=blob).encode())
     proc.stdin.close()
     return proc
 
 
 def child_setup(spec, comm=None, with_parent=True):
+    if not sys.executable:
+        # argv[0] is our title, so Python could not work out its own path
+        sys.executable = spec["executable"]
     set_comm(comm or spec["title"])
     if with_parent:
         die_with_parent(spec["parent_pid"])

@@ -163,7 +163,10 @@ class Rank:
         fd = os.open(path, os.O_RDONLY)
         try:
             if self.s.drop_page_cache:
-                os.posix_fadvise(fd, start, length, os.POSIX_FADV_DONTNEED)
+                # Whole file: a partial range keeps large folios that straddle it.
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            # No readahead: storage reads follow the rate cap instead of arriving in bursts.
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
             chunk = MIB if not rate_bps else int(min(MIB, max(4096, rate_bps * 0.1)))
             t0 = time.monotonic()
             done = 0

@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Detector benchmark (`make bench`): the trace corpus, beside the reference watchers.
+
+For every labelled trace in ../shared/traces and tests/traces: the project's detector
+(in-process replay, the code `bin/sglang-ops replay` runs) and the three reference
+watchers of ../shared/tools/baseline.py (deadline 660 s, deadline 1800 s, 300 s of log
+silence), each judged with ../shared/tools/score.py's rules. Then per watcher: passes,
+false restarts, misses, late detections, detection latency median/max and phase
+attribution; and the detector's replay throughput in observations per second.
+"""
+import glob
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED = os.path.join(os.path.dirname(ROOT), "shared")
+sys.path[:0] = [ROOT, os.path.join(ROOT, "collections")]
+
+from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Detector  # noqa: E402
+from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings  # noqa: E402
+from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import read_trace  # noqa: E402
+from sglang_ops_cli.commands.replay import replay  # noqa: E402
+
+BASELINES = (("deadline 660", ["deadline", "660"]), ("deadline 1800", ["deadline", "1800"]), ("silence 300", ["silence", "300"]))
+
+
+def load_score():
+    spec = importlib.util.spec_from_file_location("shared_score", os.path.join(SHARED, "tools", "score.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def classify(header, obs, res, judge):
+    """(ok, kind, latency): kind is ok, false_restart, missed or late."""
+    ok, _, lat = judge(header, obs, res)
+    exp = header["expect"]
+    v, t = res.get("verdict"), res.get("t")
+    acted = v in ("stalled", "failed")
+    if ok:
+        return True, "ok", lat
+    if exp["outcome"] == "ready":
+        return False, ("false_restart" if acted else "missed"), None
+    if not acted:
+        return False, "missed", None
+    if t is None or t < exp["onset_t"]:
+        return False, "false_restart", None
+    return False, "late", lat
+
+
+def cell(kind, res, lat):
+    if kind == "ok":
+        return "ok %s" % ("ready" if lat is None else "%ds" % round(lat))
+    return {"false_restart": "FALSE RESTART", "missed": "MISSED"}.get(kind, "LATE %ds" % round(lat or 0))
+
+
+def run_baseline(args, path):
+    p = subprocess.run([sys.executable, os.path.join(SHARED, "tools", "baseline.py"), *args, path],
+                       capture_output=True, text=True, timeout=120)
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def throughput(traces, seconds=2.0):
+    """Observations per second through Detector.observe, fresh detector per trace."""
+    fed, start = 0, time.perf_counter()
+    while True:
+        for header, obs in traces:
+            det = Detector(DetectorSettings(), gpus=header.get("gpus"), poll_s=header.get("poll_s", 10.0))
+            for o in obs:
+                fed += 1
+                if det.observe(o).final:
+                    break
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds:
+            return fed, elapsed
+
+
+def main():
+    if not os.path.isdir(SHARED):
+        print("../shared is missing: the benchmark needs score.py and baseline.py beside the checkout")
+        return 1
+    judge = load_score().judge
+    paths = sorted(glob.glob(os.path.join(SHARED, "traces", "*.jsonl"))) + sorted(glob.glob(os.path.join(ROOT, "tests", "traces", "*.jsonl")))
+    traces = [(p,) + read_trace(p) for p in paths]
+    traces = [(p, h, o) for p, h, o in traces if h.get("expect")]
+    watchers = [("sglang-ops", None)] + list(BASELINES)
+    stats = {name: {"ok": 0, "false_restart": 0, "missed": 0, "late": 0, "lats": [], "phase": 0} for name, _ in watchers}
+    n_phase = 0
+    print("%-46s %-9s %-16s %-15s %-15s %-15s" % ("trace", "expect", *[w for w, _ in watchers]))
+    for path, header, obs in traces:
+        exp = header["expect"]
+        n_phase += bool(exp.get("phase"))
+        row = []
+        for name, args in watchers:
+            res = replay(header, obs, DetectorSettings()) if args is None else run_baseline(args, path)
+            ok, kind, lat = classify(header, obs, res, judge)
+            st = stats[name]
+            st["ok" if ok else kind] += 1
+            if ok and lat is not None:
+                st["lats"].append(lat)
+            if exp.get("phase") and res.get("phase") == exp["phase"]:
+                st["phase"] += 1
+            row.append(cell(kind, res, lat))
+        print("%-46s %-9s %-16s %-15s %-15s %-15s" % (header["name"][:46], exp["outcome"], *row))
+    print()
+    print("%-14s %6s %14s %7s %5s %16s %13s %7s" % ("watcher", "passed", "false restarts", "missed", "late",
+                                                     "latency median", "latency max", "phase"))
+    for name, _ in watchers:
+        st = stats[name]
+        lats = sorted(st["lats"])
+        print("%-14s %3d/%-2d %14d %7d %5d %16s %13s %7s" % (
+            name, st["ok"], len(traces), st["false_restart"], st["missed"], st["late"],
+            "%ds" % round(statistics.median(lats)) if lats else "-", "%ds" % round(lats[-1]) if lats else "-",
+            "%d/%d" % (st["phase"], n_phase)))
+    fed, elapsed = throughput([(h, o) for _, h, o in traces])
+    print()
+    print("replay throughput: %d observations in %.2f s = %d observations/s (in-process, one core)" % (fed, elapsed, fed / elapsed))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

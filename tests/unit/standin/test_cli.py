@@ -1,0 +1,185 @@
+"""Flags, the nvidia-smi stand-in, the model helper, settings, and the wheel."""
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import ROOT, SRC, nvidia_smi, query_apps, query_gpus, wait_until
+
+from sglang.standin import faults as faults_mod
+from sglang.standin import settings as settings_mod
+
+
+def run_launcher(base_env, *args, module="sglang.launch_server"):
+    return subprocess.run([sys.executable, "-m", module, *args], env=base_env, capture_output=True,
+                          text=True, timeout=30)
+
+
+def test_unknown_flag_is_rejected_like_argparse(base_env, model_dir):
+    r = run_launcher(base_env, "--model-path", model_dir, "--no-such-flag", "1")
+    assert r.returncode == 2
+    assert r.stderr.startswith("usage: launch_server.py")
+    assert "error: unrecognized arguments: --no-such-flag 1" in r.stderr
+    assert r.stdout == ""
+
+
+def test_cuda_graph_max_bs_is_ambiguous_in_0523(base_env, model_dir):
+    r = run_launcher(base_env, "--model-path", model_dir, "--cuda-graph-max-bs", "16")
+    assert r.returncode == 2
+    assert re.search(r"ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, "
+                     r"--cuda-graph-max-bs-prefill", r.stderr)
+
+
+def test_speculative_algorithm_choices_are_checked(base_env, model_dir):
+    r = run_launcher(base_env, "--model-path", model_dir, "--speculative-algorithm", "DDTREE")
+    assert r.returncode == 2 and "invalid choice: 'DDTREE'" in r.stderr
+
+
+def test_help_lists_the_rendered_flags(base_env):
+    r = run_launcher(base_env, "--help")
+    assert r.returncode == 0
+    for flag in ("--model-path", "--served-model-name", "--tokenizer-path", "--tp-size", "--context-length",
+                 "--mem-fraction-static", "--trust-remote-code", "--api-key", "--enable-metrics",
+                 "--speculative-algorithm", "--speculative-draft-model-path", "--speculative-num-steps",
+                 "--speculative-eagle-topk", "--speculative-num-draft-tokens", "--tool-call-parser",
+                 "--reasoning-parser", "--load-format", "--model-loader-extra-config", "--watchdog-timeout",
+                 "--soft-watchdog-timeout", "--dist-timeout", "--kv-cache-dtype", "--chunked-prefill-size",
+                 "--max-running-requests", "--disable-cuda-graph", "--disable-custom-all-reduce",
+                 "--cuda-graph-max-bs-decode", "--cuda-graph-max-bs-prefill", "--log-level", "--nnodes",
+                 "--node-rank", "--dist-init-addr", "--random-seed"):
+        assert flag in r.stdout, flag
+
+
+def test_project_flags_parse_with_tp_abbreviation():
+    from sglang.srt.server_args import parse_args
+    a = parse_args(["--model-path", "/m", "--tp", "8", "--trust-remote-code", "--tool-call-parser", "kimi_k2",
+                    "--reasoning-parser", "kimi_k2", "--speculative-algorithm", "DFLASH",
+                    "--model-loader-extra-config", '{"enable_multithread_load": true, "num_threads": 8}',
+                    "--kv-cache-dtype", "fp8_e4m3", "--cuda-graph-max-bs-decode", "32", "--port", "30001"])
+    assert a.tp_size == 8 and a.speculative_algorithm == "DFLASH" and a.cuda_graph_max_bs_decode == 32
+
+
+def test_sglang_serve_is_the_same_server(base_env):
+    r = run_launcher(base_env, "serve", "--bogus", module="sglang.cli.main")
+    assert r.returncode == 2 and r.stderr.startswith("usage: sglang serve")
+
+
+def test_nvidia_smi_idle_answers(base_env):
+    gpus = query_gpus(base_env)
+    assert [g["index"] for g in gpus] == [0, 1, 2, 3]
+    assert all(0 < g["mem_used_mib"] < 10 and g["mem_total_mib"] == 97887 for g in gpus)
+    assert all(re.fullmatch(r"GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", g["uuid"])
+               for g in gpus)
+    r = nvidia_smi(base_env, "--query-compute-apps=pid,gpu_uuid,used_memory", "--format=csv,noheader,nounits")
+    assert r.returncode == 0 and r.stdout == ""
+    table = nvidia_smi(base_env).stdout
+    assert "NVIDIA-SMI" in table and "No running processes found" in table
+    assert {len(line) for line in table.splitlines()} == {91}
+
+
+def test_nvidia_smi_header_and_units_format(base_env):
+    r = nvidia_smi(base_env, "--query-gpu=index,memory.used,utilization.gpu", "--format=csv")
+    lines = r.stdout.splitlines()
+    assert lines[0] == "index, memory.used [MiB], utilization.gpu [%]"
+    assert re.fullmatch(r"0, \d+ MiB, \d+ %", lines[1])
+
+
+def test_nvidia_smi_refuses_what_the_real_one_refuses(base_env):
+    r = nvidia_smi(base_env, "--bogus")
+    assert r.returncode != 0 and "Invalid combination of input arguments" in r.stdout
+    r = nvidia_smi(base_env, "--query-gpu=index,warp.speed", "--format=csv,noheader,nounits")
+    assert r.returncode != 0 and 'Field "warp.speed" is not a valid field to query.' in r.stdout
+    r = nvidia_smi(base_env, "--query-gpu=index")
+    assert r.returncode != 0
+
+
+def test_nvidia_smi_configured_gpu_count_and_memory(base_env, tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"gpus": 2, "gpu_mem_mib": 143771}))
+    env = dict(base_env)
+    del env["SGLANG_STANDIN_GPUS"]
+    assert [(g["index"], g["mem_total_mib"]) for g in query_gpus(env)] == [(0, 143771), (1, 143771)]
+    assert len(nvidia_smi(env, "-L").stdout.splitlines()) == 2
+
+
+def test_settings_env_wins_over_config_file(tmp_path):
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"weight_load_s": 99, "log_family": "0.5.16", "drop_page_cache": False}))
+    s = settings_mod.load({"SGLANG_STANDIN_CONFIG": str(cfg), "SGLANG_STANDIN_WEIGHT_LOAD_S": "2.5",
+                           "SGLANG_HEALTH_CHECK_TIMEOUT": "7"})
+    assert s.weight_load_s == 2.5 and s.log_family == "0.5.16" and s.drop_page_cache is False
+    assert s.health_check_timeout_s == 7.0
+    cfg.write_text(json.dumps({"weight_load_sec": 1}))
+    with pytest.raises(ValueError, match="unknown"):
+        settings_mod.load({"SGLANG_STANDIN_CONFIG": str(cfg)})
+
+
+def test_fault_times_counts_starts_per_fault_configuration(tmp_path):
+    text = json.dumps([{"kind": "exit", "phase": "kv_cache", "times": 2}, {"kind": "slow_disk"}])
+    fl = faults_mod.parse(json.loads(text))
+    counts = [faults_mod.count_start(str(tmp_path), text) for _ in range(3)]
+    assert counts == [1, 2, 3]
+    assert [[f.kind for f in faults_mod.active(fl, n)] for n in counts] == [
+        ["exit", "slow_disk"], ["exit", "slow_disk"], ["slow_disk"]]
+    assert faults_mod.count_start(str(tmp_path), text + " ") == 1   # a new configuration starts at 1
+
+
+@pytest.mark.parametrize("bad", [{"kind": "stall", "phase": "lunch"}, {"kind": "slow_disk", "read_mib_s": 0},
+                                 {"kind": "fatal", "phase": "kv_cache"}, {"kind": "stall", "phase": "warmup",
+                                                                          "mode": "nap"},
+                                 {"kind": "exit", "phase": "warmup", "colour": "red"}])
+def test_fault_schema_refuses_bad_entries(bad):
+    with pytest.raises(ValueError):
+        faults_mod.parse(bad)
+
+
+def test_make_model_writes_real_shards(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "sglang.standin.make_model", str(tmp_path / "m"), "--shards", "3",
+                        "--shard-mib", "0.5"], env=dict(os.environ, PYTHONPATH=SRC), capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 0
+    shards = sorted(p for p in os.listdir(tmp_path / "m") if p.endswith(".safetensors"))
+    assert shards == [f"model-0000{i}-of-00003.safetensors" for i in (1, 2, 3)]
+    data = [(tmp_path / "m" / p).read_bytes() for p in shards]
+    assert all(len(d) == 512 * 1024 for d in data) and data[0] != data[1]
+    assert json.loads((tmp_path / "m" / "config.json").read_text())["architectures"]
+
+
+def test_wheel_installs_offline_into_a_venv_and_serves(tmp_path, base_env, model_dir):
+    built = subprocess.run([os.path.join(ROOT, "tests", "standin", "build")], capture_output=True, text=True,
+                           timeout=120)
+    assert built.returncode == 0, built.stderr
+    wheel = built.stdout.strip().splitlines()[-1]
+    assert wheel.endswith("sglang_standin-0.5.23-py3-none-any.whl") and os.path.exists(wheel)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60)
+    py = str(venv / "bin" / "python")
+    subprocess.run([sys.executable, "-m", "pip", "--python", py, "install", "-q", "--no-index", "--no-deps",
+                    wheel], check=True, timeout=120)
+    env = {k: v for k, v in base_env.items() if k != "PYTHONPATH"}
+    show = subprocess.run([py, "-c", "import sglang, importlib.metadata as m; print(sglang.__version__); "
+                           "print(m.metadata('sglang-standin')['Summary']); print(sglang.__doc__)"],
+                          env=env, capture_output=True, text=True, timeout=30)
+    assert show.stdout.splitlines()[0] == "0.5.23"
+    assert "stand-in" in show.stdout.splitlines()[1] and "SGLang stand-in" in show.stdout
+    assert subprocess.run([str(venv / "bin" / "nvidia-smi"), "-L"], env=env, capture_output=True,
+                          timeout=30).returncode == 0
+    from .conftest import StandIn, free_port
+    port = free_port()
+    server = StandIn(str(tmp_path), env, ["--model-path", model_dir, "--tp", "2", "--port", str(port)], port)
+    with open(server.out_path, "ab") as out:
+        server.proc = subprocess.Popen([str(venv / "bin" / "sglang"), "serve", *server.args], env=env, stdout=out,
+                               stderr=out, start_new_session=True)
+    try:
+        server.wait_ready()
+        assert sorted(server.ranks()) == [0, 1]
+        apps = subprocess.run([str(venv / "bin" / "nvidia-smi"), "--query-compute-apps=pid,gpu_uuid,used_memory",
+                               "--format=csv,noheader,nounits"], env=env, capture_output=True, text=True,
+                              timeout=30).stdout.splitlines()
+        assert sorted(int(a.split(", ")[0]) for a in apps) == sorted(server.ranks().values())
+        assert server.http("/v1/completions", "POST", {"prompt": "x", "max_tokens": 2})[0] == 200
+    finally:
+        server.kill()
+    wait_until(lambda: not server.group_pids(), timeout=10, what="venv server gone")
