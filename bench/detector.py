@@ -90,6 +90,7 @@ def main():
     traces = [(p, h, o) for p, h, o in traces if h.get("expect")]
     watchers = [("sglang-ops", None)] + list(BASELINES)
     stats = {name: {"ok": 0, "false_restart": 0, "missed": 0, "late": 0, "lats": [], "phase": 0} for name, _ in watchers}
+    by_class = {"failed (fatal line / exit)": [], "stalled, py-spy stacks": [], "stalled, no stacks": []}
     n_phase = 0
     print("%-46s %-9s %-16s %-15s %-15s %-15s" % ("trace", "expect", *[w for w, _ in watchers]))
     for path, header, obs in traces:
@@ -103,6 +104,10 @@ def main():
             st["ok" if ok else kind] += 1
             if ok and lat is not None:
                 st["lats"].append(lat)
+                if args is None:
+                    cls = ("failed (fatal line / exit)" if exp["outcome"] == "failed" else
+                           "stalled, py-spy stacks" if any("stacks" in o for o in obs) else "stalled, no stacks")
+                    by_class[cls].append(lat)
             if exp.get("phase") and res.get("phase") == exp["phase"]:
                 st["phase"] += 1
             row.append(cell(kind, res, lat))
@@ -117,6 +122,11 @@ def main():
             name, st["ok"], len(traces), st["false_restart"], st["missed"], st["late"],
             "%ds" % round(statistics.median(lats)) if lats else "-", "%ds" % round(lats[-1]) if lats else "-",
             "%d/%d" % (st["phase"], n_phase)))
+    print()
+    print("sglang-ops detection latency by kind (from onset):")
+    for cls, lats in by_class.items():
+        if lats:
+            print("  %-28s %2d traces  median %4ds  max %4ds" % (cls, len(lats), round(statistics.median(lats)), round(max(lats))))
     fed, elapsed = throughput([(h, o) for _, h, o in traces])
     print()
     print("replay throughput: %d observations in %.2f s = %d observations/s (in-process, one core)" % (fed, elapsed, fed / elapsed))

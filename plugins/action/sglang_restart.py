@@ -4,6 +4,7 @@
 # preflight, stop, confirm stopped, start, probe every poll_s, decide.
 import os
 import random
+import shlex
 import time
 
 from ansible.errors import AnsibleActionFail
@@ -29,6 +30,7 @@ ARGUMENT_SPEC = {
     "max_attempts": {"type": "int", "default": 3},
     "start_timeout_s": {"type": "float", "default": 7200.0},
     "stop_timeout_s": {"type": "float", "default": 330.0},
+    "failed_stop_timeout_s": {"type": "float", "default": 20.0},
     "release_timeout_s": {"type": "float", "default": 120.0},
     "gpu_idle_mib": {"type": "int", "default": 1024},
     "kill_orphans": {"type": "bool", "default": False},
@@ -88,8 +90,11 @@ class ActionModule(ActionBase):
 
     def _shell_step(self, cmd, timeout_s=None):
         """Run a shell snippet on the target; (rc, stdout, stderr)."""
+        # Always one quoted `sh -c`: Ansible appends `&& sleep 0` to what it runs, which a
+        # multi-line script would not survive.
+        cmd = "sh -c %s" % _sh_quote(cmd)
         if timeout_s:
-            cmd = "timeout %d sh -c %s" % (int(timeout_s), _sh_quote(cmd))
+            cmd = "timeout %d %s" % (int(timeout_s), cmd)
         res = self._low_level_execute_command(cmd, sudoable=True)
         return res.get("rc", 1), res.get("stdout", ""), res.get("stderr", "")
 
@@ -99,7 +104,6 @@ class ActionModule(ActionBase):
 
 
 def _sh_quote(text):
-    import shlex
     return shlex.quote(text)
 
 
@@ -115,7 +119,7 @@ def _arg_problems(args):
         problems.append("poll_s must be > 0")
     if args["max_attempts"] < 1:
         problems.append("max_attempts must be >= 1 (1 = no automatic restart)")
-    for name in ("start_timeout_s", "stop_timeout_s", "release_timeout_s"):
+    for name in ("start_timeout_s", "stop_timeout_s", "failed_stop_timeout_s", "release_timeout_s"):
         if args[name] <= 0:
             problems.append("%s must be > 0" % name)
     if args["start_timeout_s"] < args["poll_s"]:

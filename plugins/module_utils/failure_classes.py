@@ -61,6 +61,11 @@ _CLASSES = (
                  "a process survived SIGKILL or the GPU is wedged; reset the GPU or reboot"),
     FailureClass("unit_missing", "preflight", "systemd unit not installed", False,
                  "run playbooks/site.yml first"),
+    # The automation itself could not do its job on the host.
+    FailureClass("remote_step_failed", "preflight", "a step of the restart failed on the host", False,
+                 "stopping or starting the unit failed; a human looks at the host first"),
+    FailureClass("probe_error", "stalled", "the probe could not observe the host", False,
+                 "without observations nothing can be decided; fix access to the host first"),
 )
 
 FAILURE_CLASSES = {c.code: c for c in _CLASSES}

@@ -56,6 +56,24 @@ def find_pyspy(venv_bin=None):
     return find_executable("py-spy")
 
 
+def dump_argv(exe, pid, stopped):
+    # py-spy pauses the target with ptrace while it reads; on a process already stopped
+    # (SIGSTOP, state T) that fails ("Failed to suspend process: unexpected waitpid
+    # result"), seen with py-spy 0.4.3. A stopped process cannot change under the read,
+    # so reading without pausing is exact there.
+    argv = [exe, "dump", "--pid", str(pid)]
+    return argv + ["--nonblocking"] if stopped else argv
+
+
+def _is_stopped(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            text = f.read()
+        return text[text.rindex(")") + 2:].split()[0] in ("T", "t")
+    except (OSError, ValueError, IndexError):
+        return False
+
+
 def dump_stacks(targets, venv_bin=None, timeout_s=5.0):
     """targets: [(pid, rank)] -> (samples, None) or (None, reason). A process that
     cannot be dumped is left out; if none can, the reason says why."""
@@ -64,7 +82,9 @@ def dump_stacks(targets, venv_bin=None, timeout_s=5.0):
         return None, "py-spy not found (service venv bin, PATH)"
     samples, errors = [], []
     for pid, rank in targets:
-        res = bounded_run([exe, "dump", "--pid", str(pid)], timeout_s)
+        res = bounded_run(dump_argv(exe, pid, _is_stopped(pid)), timeout_s)
+        if not res.ok and "suspend" in res.stderr:
+            res = bounded_run(dump_argv(exe, pid, True), timeout_s)
         if not res.ok:
             errors.append("pid %d: %s" % (pid, "timed out" if res.timed_out
                                           else (res.stderr.strip() or res.stdout.strip())[:120]))

@@ -166,12 +166,19 @@ def _mem_available_bytes():
         return page_cache.read_mem_available_bytes(fh.read())
 
 
-def _summary(result):
-    rate = result["read_bytes_per_s"] / 1e9
-    return ("%s; resident %.0f%% -> %.0f%%, read %.1f GB in %.1f s (%.2f GB/s)"
-            % (result["decision"]["words"], 100 * result["resident_fraction_before"],
-               100 * result["resident_fraction_after"], result["read_bytes"] / 1e9,
-               result["read_s"], rate))
+def _summary(result, check_mode):
+    words = result["decision"]["words"]
+    if check_mode:
+        return "%s; check mode: nothing read or evicted" % words
+    resident = "resident %.0f%% -> %.0f%%" % (100 * result["resident_fraction_before"],
+                                            100 * result["resident_fraction_after"])
+    if result["decision"]["code"] == "evict":
+        return "%s; %s in %.1f s" % (words, resident, result["read_s"])
+    if not result["decision"]["prewarm"]:
+        return words
+    return "%s; %s, read %.1f GB in %.1f s (%.2f GB/s)%s" % (
+        words, resident, result["read_bytes"] / 1e9, result["read_s"],
+        result["read_bytes_per_s"] / 1e9, "" if result["done"] else "; time budget reached, not done")
 
 
 def run(params, check_mode):
@@ -217,7 +224,7 @@ def run(params, check_mode):
                       done=stats.segments_left == 0, changed=stats.read_bytes > 0)
     result["resident_bytes_after"] = after.resident_bytes
     result["resident_fraction_after"] = round(after.fraction, 4)
-    result["msg"] = _summary(result)
+    result["msg"] = _summary(result, check_mode)
     return result
 
 

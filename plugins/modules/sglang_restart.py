@@ -69,6 +69,12 @@ options:
     description: How long C(systemctl stop) may take before the unit's processes get SIGKILL.
     type: float
     default: 330.0
+  failed_stop_timeout_s:
+    description:
+      - Stop timeout for an instance whose start failed or stalled (before an automatic
+        restart); its processes are of no use, so they get SIGKILL sooner.
+    type: float
+    default: 20.0
   release_timeout_s:
     description: How long to wait after a stop for the cgroup to empty and GPU memory to return to baseline.
     type: float

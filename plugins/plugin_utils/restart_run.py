@@ -181,7 +181,11 @@ class RestartProcedure:
                 delay_s = self.backoff.delay_s(n - 1, self.rng)
                 self.emit("restart %d of %d in %.0f s" % (n - 1, max_attempts - 1, delay_s))
                 self.sleep(delay_s)
-            problem = self._stop_and_release()
+            # The first stop ends a serving instance: it gets the full stop_timeout_s. Later
+            # stops end a failed or stalled start, whose processes are of no use any more.
+            problem = self._stop_and_release(
+                self.args["stop_timeout_s"] if n == 1 else min(self.args["stop_timeout_s"],
+                                                                 self.args["failed_stop_timeout_s"]))
             if problem:
                 return self._hand_over("stopping", problem[0], problem[1])
             outcome = self._attempt(n)
@@ -227,10 +231,9 @@ class RestartProcedure:
             poll_s=self.args["poll_s"], start_timeout_s=self.args["start_timeout_s"])
         return _AttemptOutcome(watch.run(t0), t0)
 
-    def _stop_and_release(self):
+    def _stop_and_release(self, timeout_s):
         """Stop the unit and wait (bounded) until its cgroup is empty and the GPUs are
         back to baseline. None when done, else (reason_code, reason)."""
-        timeout_s = self.args["stop_timeout_s"]
         self.emit("stopping %s (timeout %.0f s)" % (self.unit, timeout_s))
         rc, _, err = self.shell(host_checks.stop_cmd(self.unit, timeout_s), timeout_s + 30)
         self.changed = True

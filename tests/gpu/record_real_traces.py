@@ -52,7 +52,9 @@ def write_shards(shard_dir, n_shards, shard_mib):
         path = os.path.join(shard_dir, "model-%05d-of-%05d.safetensors" % (i + 1, n_shards))
         if os.path.exists(path):
             continue
-        tensors = {"layers.%d.w%d" % (i, j): torch.randn(rows, 4096, dtype=torch.bfloat16)
+        # Random numbers made on the GPU: the CPU takes minutes for 8 GiB of them.
+        dev = "cuda" if torch.cuda.is_available() else "cpu"
+        tensors = {"layers.%d.w%d" % (i, j): torch.randn(rows, 4096, dtype=torch.bfloat16, device=dev).cpu()
                    for j in range(4)}
         save_file(tensors, path)
     for name in os.listdir(shard_dir):
@@ -202,6 +204,7 @@ def main():
     ap.add_argument("--pyspy-bin", default=None)
     ap.add_argument("--budget-s", type=float, default=540.0, help="stop the hang trace by then")
     ap.add_argument("--scenarios", default="healthy,crash,hang")
+    ap.add_argument("--write-shards-only", action="store_true")
     a = ap.parse_args()
     t_begin = time.time()
     a.shards = a.shards or os.path.join(a.work, "shards")
@@ -210,8 +213,15 @@ def main():
     probe_mod, nvidia_smi_mod = import_probe(a.work)
     cap_dir = os.path.join(a.work, "captures")
     os.makedirs(cap_dir, exist_ok=True)
-    capture_nvidia_smi(nvidia_smi_mod, cap_dir, "idle")
-    write_shards(a.shards, a.n_shards, a.shard_mib)
+    if not a.write_shards_only:
+        capture_nvidia_smi(nvidia_smi_mod, cap_dir, "idle")
+    if a.write_shards_only:
+        write_shards(a.shards, a.n_shards, a.shard_mib)
+        return
+    # In a child process: its CUDA context must be gone before the GPUs are watched.
+    subprocess.run([sys.executable, os.path.abspath(__file__), "--write-shards-only", "--out", a.out,
+                    "--work", a.work, "--shards", a.shards, "--n-shards", str(a.n_shards),
+                    "--shard-mib", str(a.shard_mib)], check=True)
     print("shards written in %.1f s" % (time.time() - t_begin), flush=True)
     summary = {}
     scenarios = a.scenarios.split(",")

@@ -176,3 +176,11 @@ def test_secrets_never_reach_run_json_or_the_result(tmp_path):
     res = proc.restart()
     assert "sk-abcdef123456" not in json.dumps(res)
     assert "sk-abcdef123456" not in open(res["run_json"]).read()
+
+
+def test_a_failed_start_is_stopped_with_the_short_timeout_a_serving_one_with_the_full(tmp_path):
+    proc, host, *_ = make_procedure(tmp_path, [[stalled("stall_idle")], [ready()]],
+                                    stop_timeout_s=300.0, failed_stop_timeout_s=20.0)
+    proc.restart()
+    stops = [c for c in host.commands if "systemctl stop" in c]
+    assert [c.split()[1] for c in stops] == ["300", "20"]

@@ -266,5 +266,24 @@ def launch(tmp_path, base_env, model_dir):
     yield _launch
     for s in started:
         s.kill()
+    kill_by_state_dir(base_env["SGLANG_STANDIN_STATE_DIR"])
     time.sleep(0.05)
     reap()
+
+
+def kill_by_state_dir(state_dir):
+    """Safety net: SIGKILL anything still running with this test's state directory."""
+    marker = f"SGLANG_STANDIN_STATE_DIR={state_dir}".encode()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if marker in env:
+            try:
+                os.kill(int(name), signal.SIGKILL)
+            except OSError:
+                pass

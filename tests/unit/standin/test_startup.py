@@ -196,8 +196,10 @@ def test_metrics_are_not_served_without_enable_metrics(launch):
 
 
 def test_api_key_is_enforced_except_on_health_ready_and_metrics(launch):
-    s = launch("--api-key", "sekret", "--enable-metrics")
+    s = launch("--api-key", "sekret", "--enable-metrics", "--speculative-algorithm", "EAGLE")
     s.wait_ready()
+    out = s.output()
+    assert "TP0] Capture target verify CUDA graph begin" in out and "TP0] Capture draft decode CUDA graph end" in out
     req = {"prompt": "hello", "max_tokens": 2}
     assert s.http("/v1/completions", "POST", req)[0] == 401
     assert s.http("/v1/completions", "POST", req, key="wrong")[0] == 401

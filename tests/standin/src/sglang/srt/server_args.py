@@ -2,16 +2,18 @@
 
 argparse with allow_abbrev (the default), as in SGLang, so `--tp 8` resolves to
 `--tp-size` and `--cuda-graph-max-bs` is ambiguous between the -decode and -prefill
-flags. Flags beyond the ones the project renders are listed so that abbreviations are
-resolved against a realistic set.
+flags. Flags beyond the ones the project renders are listed (names, choices and defaults as
+in the 0.5.23 wheel) so that abbreviations resolve as they do there: `--tp` is unique,
+`--cuda-graph-max-bs`, `--cuda-graph-bs`, `--context` and `--trust` are ambiguous.
+`--tool-call-parser` / `--reasoning-parser` accept any name here (0.5.23 checks a list).
 """
 import argparse
 
 SPECULATIVE_ALGORITHMS = ["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO"]
-LOAD_FORMATS = ["auto", "pt", "safetensors", "npcache", "dummy", "sharded_state", "gguf",
-                "bitsandbytes", "layered", "remote", "remote_instance", "fastsafetensors", "private"]
-KV_CACHE_DTYPES = ["auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16", "fp4_e2m1"]
-LOG_LEVELS = ["debug", "info", "warning", "error", "critical"]
+LOAD_FORMATS = ["auto", "pt", "safetensors", "instanttensor", "npcache", "dummy", "sharded_state",
+                "presharded", "gguf", "expert_pack", "bitsandbytes", "mistral", "layered", "flash_rl",
+                "remote", "remote_instance", "fastsafetensors", "private", "runai_streamer"]
+KV_CACHE_DTYPES = ["auto", "fp8_e5m2", "fp8_e4m3", "mxfp8", "bf16", "bfloat16", "nvfp4", "fp4_mx_block16"]
 
 
 def make_parser(prog="launch_server.py"):
@@ -27,7 +29,10 @@ def make_parser(prog="launch_server.py"):
     a("--model-loader-extra-config", type=str, default="{}",
       help="Extra config for the model loader, as a JSON string.")
     a("--trust-remote-code", action="store_true")
+    a("--trust-request-chat-template", action="store_true")
+    a("--model-impl", type=str, default="auto")
     a("--context-length", type=int, default=None)
+    a("--context-bucket", dest="cuda_graph_prefill_max_context", type=int, default=None)
     a("--is-embedding", action="store_true")
     a("--revision", type=str, default=None)
     a("--dtype", type=str, default="auto")
@@ -41,11 +46,12 @@ def make_parser(prog="launch_server.py"):
     a("--port", type=int, default=30000)
     a("--api-key", type=str, default=None)
     a("--enable-metrics", action="store_true")
-    a("--log-level", type=str, default="info", choices=LOG_LEVELS)
+    a("--enable-metrics-for-all-schedulers", action="store_true")
+    a("--log-level", type=str, default="info")
     a("--log-level-http", type=str, default=None)
     a("--log-requests", action="store_true")
     a("--show-time-cost", action="store_true")
-    a("--file-storage-path", type=str, default="sglang_storage")
+    a("--file-storage-path", type=str, default=None)
     # Memory and scheduling
     a("--mem-fraction-static", type=float, default=None)
     a("--max-running-requests", type=int, default=None)
@@ -53,7 +59,7 @@ def make_parser(prog="launch_server.py"):
     a("--chunked-prefill-size", type=int, default=None)
     a("--max-prefill-tokens", type=int, default=16384)
     a("--schedule-policy", type=str, default="fcfs")
-    a("--page-size", type=int, default=1)
+    a("--page-size", type=int, default=None)
     a("--stream-interval", type=int, default=1)
     a("--random-seed", type=int, default=None)
     a("--watchdog-timeout", type=float, default=300)
@@ -79,7 +85,9 @@ def make_parser(prog="launch_server.py"):
     a("--moe-runner-backend", type=str, default="auto")
     a("--disable-cuda-graph", action="store_true")
     a("--disable-cuda-graph-padding", action="store_true")
-    a("--cuda-graph-bs", type=int, nargs="+", default=None)
+    a("--cuda-graph-config", type=str, default=None)
+    a("--cuda-graph-bs-decode", type=int, nargs="+", default=None)
+    a("--cuda-graph-bs-prefill", type=int, nargs="+", default=None)
     a("--cuda-graph-max-bs-decode", type=int, default=None)
     a("--cuda-graph-max-bs-prefill", type=int, default=None)
     a("--disable-custom-all-reduce", action="store_true")
@@ -92,13 +100,15 @@ def make_parser(prog="launch_server.py"):
     # Speculative decoding
     a("--speculative-algorithm", type=str, default=None, choices=SPECULATIVE_ALGORITHMS)
     a("--speculative-draft-model-path", "--speculative-draft-model", type=str, default=None)
+    a("--speculative-draft-model-revision", type=str, default=None)
+    a("--speculative-draft-load-format", type=str, default=None, choices=LOAD_FORMATS)
     a("--speculative-num-steps", type=int, default=None)
     a("--speculative-eagle-topk", type=int, default=None)
     a("--speculative-num-draft-tokens", type=int, default=None)
     # Parsers
     a("--tool-call-parser", type=str, default=None)
     a("--reasoning-parser", type=str, default=None)
-    a("--enable-lora", action="store_true")
+    a("--enable-lora", action="store_true", default=None)
     return p
 
 

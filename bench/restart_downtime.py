@@ -1,0 +1,311 @@
+#!/usr/bin/env python3
+"""Restart downtime benchmark (`make bench-restart`): cold page cache against prewarmed.
+
+A systemd test host (podman container `sglang-ops-bench`, the demo host's image and
+inventory) serves the SGLang stand-in from a real multi-GB model folder on this
+machine's disk. The folder is bind-mounted from .cache/bench-restart/model, so its page
+cache is this kernel's and the container sees the same files.
+
+Each run, while the old server keeps serving:
+  cold       playbooks/prewarm.yml -e sglang_prewarm_evict=true   (posix_fadvise DONTNEED)
+  prewarmed  playbooks/prewarm.yml                                 (the real prewarm step)
+then playbooks/restart.yml (stop, GPU check, start, watch until ready). A client polls
+/v1/completions every 0.25 s the whole time; downtime is the gap between the last
+completion before the stop and the first one after the start, as a user sees it. The
+stand-in's own "Load weight end. elapsed=" line gives the weight-load share.
+
+The stand-in's weight-load floor is set to 0 and it is told not to drop the page cache
+itself, so its load time is the time real reads of the shards take; the other start-up
+phases keep the stand-in's defaults (about 15 s), standing in for post-load, KV cache,
+CUDA graphs and warmup. The ratio therefore depends on how much of a start is reading
+weights: here a few GB from a fast virtual disk; in production 548 GB.
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORK = os.path.join(ROOT, ".cache", "bench-restart")
+MODEL_IN_CONTAINER = "/models/bench"
+HOST = "sglang-bench"
+UNIT = "sglang-k26-ddtree"
+PORT = 30001
+API_KEY = "demo-key-not-secret"      # inventories/demo/group_vars/sglang.yml
+MODEL_NAME = "kimi-k2.6"
+MIB = 2**20
+
+sys.path[:0] = [os.path.join(ROOT, "collections")]
+from ansible_collections.sglang_ops.serving.plugins.module_utils import page_cache  # noqa: E402
+
+
+def say(text):
+    print("[bench-restart] %s" % text, flush=True)
+
+
+def podman_env():
+    out = subprocess.run(["bash", "-c", ". bin/podman-env >/dev/null && env -0"], cwd=ROOT,
+                         check=True, capture_output=True, text=True).stdout
+    return dict(item.split("=", 1) for item in out.split("\0") if "=" in item)
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.env = podman_env()
+        self.env["ANSIBLE_CONFIG"] = os.path.join(ROOT, "ansible.cfg")
+        self.env["PATH"] = os.path.join(ROOT, ".venv", "bin") + os.pathsep + self.env.get("PATH", "")
+        self.name = args.container
+        self.model_dir = os.path.join(WORK, "model")
+        self.inventory = os.path.join(WORK, "inventory.yml")
+
+    # ---- plumbing -----------------------------------------------------------------
+    def run(self, argv, check=True, capture=False, quiet=False):
+        out = subprocess.PIPE if (capture or quiet) else None
+        proc = subprocess.run(argv, cwd=ROOT, env=self.env, stdout=out, stderr=out if quiet else None,
+                              text=True)
+        if check and proc.returncode != 0:
+            if quiet and proc.stdout:
+                print(proc.stdout[-4000:])
+            raise SystemExit("command failed (%d): %s" % (proc.returncode, " ".join(argv)))
+        return proc
+
+    def exec(self, *argv, check=True):
+        return self.run(["podman", "exec", self.name] + list(argv), check=check, capture=True)
+
+    def playbook(self, playbook, *extra):
+        return self.run(["ansible-playbook", "-i", "inventories/demo", "-i", self.inventory,
+                         "--limit", HOST, "-e", "sglang_ops_target=" + HOST, playbook] + list(extra),
+                        quiet=not self.args.verbose)
+
+    # ---- setup --------------------------------------------------------------------
+    def make_model(self):
+        want = self.args.shards * self.args.shard_mib * MIB
+        index = os.path.join(self.model_dir, "model.safetensors.index.json")
+        if os.path.exists(index):
+            with open(index, encoding="utf-8") as fh:
+                if json.load(fh)["metadata"]["total_size"] == want:
+                    say("model folder %s (%.1f GiB) already there" % (self.model_dir, want / 2**30))
+                    return
+            shutil.rmtree(self.model_dir)
+        free = shutil.disk_usage(os.path.dirname(self.model_dir)).free
+        if free < want + 4 * 2**30:
+            raise SystemExit("not enough free disk for a %.1f GiB model folder (%.1f GiB free)"
+                             % (want / 2**30, free / 2**30))
+        say("writing %d shards x %d MiB of random bytes to %s (the stand-in's model maker)"
+            % (self.args.shards, self.args.shard_mib, self.model_dir))
+        self.run([sys.executable, "-c",
+                  "import sys; sys.path.insert(0, 'tests/standin/src');"
+                  "from sglang.standin.make_model import main; sys.exit(main(sys.argv[1:]))",
+                  self.model_dir, "--shards", str(self.args.shards),
+                  "--shard-mib", str(self.args.shard_mib)], capture=True)
+
+    def write_inventory(self):
+        inventory = {"sglang": {"hosts": {HOST: {
+            "ansible_connection": "containers.podman.podman",
+            "ansible_host": self.name,
+            "sglang_ops_root": ROOT,
+            "sglang_service_model_path": MODEL_IN_CONTAINER,
+        }}}}
+        with open(self.inventory, "w", encoding="utf-8") as fh:
+            json.dump(inventory, fh, indent=2)  # JSON is YAML
+
+    def up(self):
+        running = self.run(["podman", "inspect", "-f", "{{.State.Running}}", self.name],
+                           check=False, capture=True, quiet=True)
+        if running.returncode == 0 and running.stdout.strip() == "true":
+            say("container %s already runs" % self.name)
+        else:
+            self.run(["podman", "rm", "-f", self.name], check=False, quiet=True)
+            say("starting container %s with %s bind-mounted at %s"
+                % (self.name, self.model_dir, MODEL_IN_CONTAINER))
+            self.run(["podman", "run", "-d", "--name", self.name, "--hostname", HOST,
+                      "--systemd=always", "--ulimit", "nofile=1024:4096",
+                      "--ulimit", "nproc=4096:8192", "--cap-add", "SYS_PTRACE",
+                      "-v", "%s:%s:ro" % (self.model_dir, MODEL_IN_CONTAINER),
+                      self.env["SGLANG_OPS_TESTHOST_IMAGE"], "/sbin/init"], quiet=True)
+        for _ in range(60):
+            state = self.exec("systemctl", "is-system-running", check=False).stdout.strip()
+            if state in ("running", "degraded"):
+                break
+            time.sleep(1)
+        else:
+            raise SystemExit("systemd in %s did not boot" % self.name)
+
+    def converge(self):
+        say("building the stand-in wheel and converging playbooks/site.yml on %s" % HOST)
+        self.run(["tests/standin/build"], quiet=True)
+        # Weight-load floor 0: the stand-in's load takes as long as the reads take. It must
+        # not drop the page cache itself (its default, for detector tests).
+        config = json.dumps({"drop_page_cache": False, "weight_load_s": 0,
+                             "time_scale": self.args.time_scale})
+        self.exec("mkdir", "-p", "/etc/sglang-standin")
+        subprocess.run(["podman", "exec", "-i", self.name, "sh", "-c",
+                        "cat > /etc/sglang-standin/config.json"], input=config, text=True,
+                       env=self.env, check=True)
+        self.playbook("playbooks/site.yml")
+        self.ip = self.exec("sh", "-c", "hostname -I").stdout.split()[0]
+        say("serving at http://%s:%d" % (self.ip, PORT))
+
+    def down(self):
+        self.run(["podman", "rm", "-f", self.name], check=False, quiet=True)
+        say("container %s removed" % self.name)
+
+    # ---- measuring ----------------------------------------------------------------
+    def completion_ok(self, timeout_s=2.0):
+        body = json.dumps({"model": MODEL_NAME, "prompt": "ping", "max_tokens": 1,
+                           "temperature": 0}).encode()
+        req = urllib.request.Request("http://%s:%d/v1/completions" % (self.ip, PORT), data=body,
+                                     headers={"Content-Type": "application/json",
+                                              "Authorization": "Bearer " + API_KEY})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+                return resp.status == 200 and bool(json.load(resp).get("choices"))
+        except (urllib.error.URLError, OSError, ValueError):
+            return False
+
+    def load_weight_s(self, since_epoch_s):
+        text = self.exec("journalctl", "-u", UNIT, "--since", "@%d" % int(since_epoch_s), "-o", "cat",
+                         "--no-pager", check=False).stdout
+        for line in text.splitlines():
+            if "TP0]" in line and "Load weight end. elapsed=" in line:
+                return float(line.split("elapsed=")[1].split()[0].rstrip(","))
+        return None
+
+    def one_run(self, n, cold):
+        label = "cold" if cold else "prewarmed"
+        if not self.completion_ok(timeout_s=10):
+            raise SystemExit("the server does not answer before run %d" % n)
+        t0 = time.monotonic()
+        self.playbook("playbooks/prewarm.yml", *(["-e", "sglang_prewarm_evict=true"] if cold else []))
+        prep_s = time.monotonic() - t0
+        residency = self.residency()
+        poller = Poller(self.completion_ok)
+        poller.start()
+        while poller.last_ok is None:
+            time.sleep(0.05)
+        started = time.time()
+        self.playbook("playbooks/restart.yml", "-e", json.dumps(
+            {"sglang_restart_poll_s": 1, "sglang_restart_max_attempts": 1}))
+        while poller.first_ok_after_gap is None and poller.elapsed() < 120:
+            time.sleep(0.1)
+        poller.stop()
+        if poller.first_ok_after_gap is None:
+            raise SystemExit("run %d: no completion within 120 s after the restart" % n)
+        row = {"run": n, "cache": label, "prep_s": round(prep_s, 1),
+               "resident_before_restart": round(residency, 3),
+               "downtime_s": round(poller.downtime_s(), 2),
+               "load_weight_s": self.load_weight_s(started)}
+        say("run %d %-9s resident %3.0f%% at stop, downtime %6.2f s, weight load %s s"
+            % (n, label, 100 * residency, row["downtime_s"], row["load_weight_s"]))
+        return row
+
+    def residency(self):
+        files = [os.path.join(self.model_dir, f) for f in sorted(os.listdir(self.model_dir))
+                 if f.endswith(".safetensors")]
+        return page_cache.files_residency(files).fraction
+
+
+class Poller(threading.Thread):
+    """Polls completions; records the last success before the outage and the first after."""
+
+    def __init__(self, probe, interval_s=0.25):
+        super().__init__(daemon=True)
+        self.probe, self.interval_s = probe, interval_s
+        self.t0 = time.monotonic()
+        self.last_ok = None
+        self.gap_seen = False
+        self.first_ok_after_gap = None
+        self._stop_event = threading.Event()
+
+    def elapsed(self):
+        return time.monotonic() - self.t0
+
+    def run(self):
+        while not self._stop_event.is_set() and self.first_ok_after_gap is None:
+            asked = time.monotonic()
+            ok = self.probe(timeout_s=2.0)
+            if ok and not self.gap_seen:
+                self.last_ok = time.monotonic()
+            elif ok and self.gap_seen:
+                self.first_ok_after_gap = time.monotonic()
+            elif not ok and self.last_ok is not None:
+                self.gap_seen = True
+            self._stop_event.wait(max(0.0, self.interval_s - (time.monotonic() - asked)))
+
+    def stop(self):
+        self._stop_event.set()
+        self.join(timeout=5)
+
+    def downtime_s(self):
+        return self.first_ok_after_gap - self.last_ok
+
+
+def report(rows, args):
+    cold = [r["downtime_s"] for r in rows if r["cache"] == "cold"]
+    warm = [r["downtime_s"] for r in rows if r["cache"] == "prewarmed"]
+    cold_load = [r["load_weight_s"] for r in rows if r["cache"] == "cold" and r["load_weight_s"] is not None]
+    warm_load = [r["load_weight_s"] for r in rows if r["cache"] == "prewarmed" and r["load_weight_s"] is not None]
+    size_gib = args.shards * args.shard_mib / 1024
+    print()
+    print("restart downtime, last completion before the stop -> first completion after the start")
+    print("SGLang stand-in on a systemd container, %d shards x %d MiB = %.1f GiB read from disk, "
+          "playbooks/restart.yml" % (args.shards, args.shard_mib, size_gib))
+    print("%-4s %-10s %10s %12s %14s" % ("run", "cache", "resident", "downtime_s", "weight_load_s"))
+    for r in rows:
+        print("%-4d %-10s %9.0f%% %12.2f %14s" % (r["run"], r["cache"], 100 * r["resident_before_restart"],
+                                                  r["downtime_s"], r["load_weight_s"]))
+    mc, mw = statistics.median(cold), statistics.median(warm)
+    print("median downtime: cold %.2f s (min %.2f, max %.2f), prewarmed %.2f s (min %.2f, max %.2f)"
+          % (mc, min(cold), max(cold), mw, min(warm), max(warm)))
+    if cold_load and warm_load:
+        lc, lw = statistics.median(cold_load), statistics.median(warm_load)
+        print("median weight load: cold %.2f s, prewarmed %.2f s (%.1fx faster)"
+              % (lc, lw, lc / lw if lw > 0 else float("inf")))
+    print("RATIO prewarmed/cold downtime = %.2f (cold/prewarmed = %.2fx), %d runs each"
+          % (mw / mc, mc / mw, len(cold)))
+    return {"cold_median_s": mc, "prewarmed_median_s": mw, "ratio_prewarmed_over_cold": mw / mc}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--runs", type=int, default=3, help="runs per case (alternating cold, prewarmed)")
+    p.add_argument("--shards", type=int, default=12)
+    p.add_argument("--shard-mib", type=int, default=256)
+    p.add_argument("--time-scale", type=float, default=1.0,
+                   help="scale of the stand-in's non-load phases (its time_scale)")
+    p.add_argument("--container", default="sglang-ops-bench")
+    p.add_argument("--keep", action="store_true", help="leave the container running")
+    p.add_argument("--verbose", action="store_true", help="show the playbooks' output")
+    args = p.parse_args(argv)
+    os.makedirs(WORK, exist_ok=True)
+    bench = Bench(args)
+    bench.make_model()
+    bench.write_inventory()
+    rows = []
+    try:
+        bench.up()
+        bench.converge()
+        for i in range(args.runs):
+            for cold in (True, False):
+                rows.append(bench.one_run(len(rows) + 1, cold))
+    finally:
+        if not args.keep:
+            bench.down()
+    summary = report(rows, args)
+    out = os.path.join(WORK, "results-%s.json" % time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
+    with open(out, "w", encoding="utf-8") as fh:
+        json.dump({"args": vars(args), "runs": rows, "summary": summary}, fh, indent=2)
+    print("results: %s" % os.path.relpath(out, ROOT))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
