@@ -65,10 +65,13 @@ def run_baseline(args, path):
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def throughput(traces, seconds=2.0):
-    """Observations per second through Detector.observe, fresh detector per trace."""
-    fed, start = 0, time.perf_counter()
-    while True:
+def throughput(traces, rounds=3):
+    """(observations, seconds) of the fastest of `rounds` passes over the corpus through
+    Detector.observe, a fresh detector per trace; the fastest pass is the one least
+    disturbed by other work on a shared machine."""
+    best = None
+    for _ in range(rounds):
+        fed, start = 0, time.perf_counter()
         for header, obs in traces:
             det = Detector(DetectorSettings(), gpus=header.get("gpus"), poll_s=header.get("poll_s", 10.0))
             for o in obs:
@@ -76,8 +79,9 @@ def throughput(traces, seconds=2.0):
                 if det.observe(o).final:
                     break
         elapsed = time.perf_counter() - start
-        if elapsed >= seconds:
-            return fed, elapsed
+        if best is None or elapsed < best[1]:
+            best = (fed, elapsed)
+    return best
 
 
 def main():
@@ -129,7 +133,8 @@ def main():
             print("  %-28s %2d traces  median %4ds  max %4ds" % (cls, len(lats), round(statistics.median(lats)), round(max(lats))))
     fed, elapsed = throughput([(h, o) for _, h, o in traces])
     print()
-    print("replay throughput: %d observations in %.2f s = %d observations/s (in-process, one core)" % (fed, elapsed, fed / elapsed))
+    print("replay throughput: %d observations in %.2f s = %d observations/s (in-process, one core, best of 3 passes)" % (
+        fed, elapsed, fed / elapsed))
     return 0
 
 

@@ -150,8 +150,11 @@ class Bench:
         subprocess.run(["podman", "exec", "-i", self.name, "sh", "-c",
                         "cat > /etc/sglang-standin/config.json"], input=config, text=True,
                        env=self.env, check=True)
-        self.playbook("playbooks/site.yml")
         self.ip = self.exec("sh", "-c", "hostname -I").stdout.split()[0]
+        if self.completion_ok(timeout_s=5):
+            say("the stand-in already serves at http://%s:%d; converge skipped" % (self.ip, PORT))
+            return
+        self.playbook("playbooks/site.yml")
         say("serving at http://%s:%d" % (self.ip, PORT))
 
     def down(self):
@@ -192,8 +195,12 @@ class Bench:
         while poller.last_ok is None:
             time.sleep(0.05)
         started = time.time()
-        self.playbook("playbooks/restart.yml", "-e", json.dumps(
-            {"sglang_restart_poll_s": 1, "sglang_restart_max_attempts": 1}))
+        if self.args.driver == "playbook":
+            self.playbook("playbooks/restart.yml", "-e", json.dumps(
+                {"sglang_restart_poll_s": 1, "sglang_restart_max_attempts": 1}))
+        else:
+            self.exec("systemctl", "stop", UNIT)
+            self.exec("systemctl", "start", UNIT)
         while poller.first_ok_after_gap is None and poller.elapsed() < 120:
             time.sleep(0.1)
         poller.stop()
@@ -257,7 +264,9 @@ def report(rows, args):
     print()
     print("restart downtime, last completion before the stop -> first completion after the start")
     print("SGLang stand-in on a systemd container, %d shards x %d MiB = %.1f GiB read from disk, "
-          "playbooks/restart.yml" % (args.shards, args.shard_mib, size_gib))
+          "restarted by %s" % (args.shards, args.shard_mib, size_gib,
+                               "playbooks/restart.yml" if args.driver == "playbook"
+                               else "systemctl stop + start"))
     print("%-4s %-10s %10s %12s %14s" % ("run", "cache", "resident", "downtime_s", "weight_load_s"))
     for r in rows:
         print("%-4d %-10s %9.0f%% %12.2f %14s" % (r["run"], r["cache"], 100 * r["resident_before_restart"],
@@ -274,6 +283,12 @@ def report(rows, args):
     return {"cold_median_s": mc, "prewarmed_median_s": mw, "ratio_prewarmed_over_cold": mw / mc}
 
 
+def default_driver():
+    probe = os.path.join(ROOT, "plugins", "modules", "sglang_probe.py")
+    restart = os.path.join(ROOT, "playbooks", "restart.yml")
+    return "playbook" if os.path.exists(probe) and os.path.exists(restart) else "systemctl"
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--runs", type=int, default=3, help="runs per case (alternating cold, prewarmed)")
@@ -281,6 +296,9 @@ def main(argv=None):
     p.add_argument("--shard-mib", type=int, default=256)
     p.add_argument("--time-scale", type=float, default=1.0,
                    help="scale of the stand-in's non-load phases (its time_scale)")
+    p.add_argument("--driver", choices=["playbook", "systemctl"], default=default_driver(),
+                   help="restart with playbooks/restart.yml (default when its probe module exists) "
+                        "or with systemctl stop/start")
     p.add_argument("--container", default="sglang-ops-bench")
     p.add_argument("--keep", action="store_true", help="leave the container running")
     p.add_argument("--verbose", action="store_true", help="show the playbooks' output")

@@ -24,7 +24,7 @@ class DetectorSettings:
     stall_spin_window_s: float = 300.0
     stall_spin_kernel_phase_window_s: float = 1200.0
     kernel_phases: tuple = _KERNEL_PHASES
-    stall_idle_window_s: float = 600.0
+    stall_idle_window_s: float = 480.0
     # Fallbacks without a waiting signature, measured from the last progress.
     stall_no_progress_s: float = 1500.0
     stall_busy_no_progress_s: float = 5400.0

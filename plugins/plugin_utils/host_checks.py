@@ -198,10 +198,22 @@ def kill_unit_cmd(unit):
     return "systemctl kill --signal=SIGKILL -- %s" % shlex.quote(service_name(unit))
 
 
-def start_cmd(unit):
-    # --no-block: a start of a large model takes minutes; the watch loop follows it.
+def start_cmd(unit, timeout_s=60):
+    """Start and wait for the start job (Type=exec/simple: until the process runs), so the
+    first observation never sees the state from before the start. A unit whose start job
+    waits longer (Type=notify) is left to the watch loop after timeout_s."""
     q = shlex.quote(service_name(unit))
-    return "systemctl reset-failed -- %s 2>/dev/null; systemctl start --no-block -- %s" % (q, q)
+    return "systemctl reset-failed -- %s 2>/dev/null; timeout %d systemctl start -- %s" % (
+        q, max(1, int(timeout_s)), q)
+
+
+def active_state_cmd(unit):
+    return "systemctl show --property=ActiveState,SubState -- %s" % shlex.quote(service_name(unit))
+
+
+def settled_after_stop(props):
+    """True once the stop job is over: no deactivating, no pending auto-restart."""
+    return props.get("ActiveState") in ("inactive", "failed")
 
 
 def kill_pids_cmd(pids):

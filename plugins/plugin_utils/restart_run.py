@@ -212,8 +212,13 @@ class RestartProcedure:
 
     def _attempt(self, n):
         t0 = self.clock()
-        self._sh(host_checks.start_cmd(self.unit), "systemctl start")
+        rc, _, err = self.shell(host_checks.start_cmd(self.unit), 90)
         self.changed = True
+        if rc == 124:
+            self.emit("the start job is still waiting after 60 s; watching it")
+        elif rc != 0:
+            # The watch sees the failed unit and names it; the message says why.
+            self.emit("systemctl start exited %s: %s" % (rc, redact_secrets((err or "").strip()[-300:])))
         self.emit("started %s (attempt %d of %d); probing every %.0f s" % (
             self.unit, n, self.args["max_attempts"], self.args["poll_s"]))
         header_name = "%s-%s-attempt-%d" % (self.host, os.path.basename(self.artifacts.path), n)
@@ -250,6 +255,15 @@ class RestartProcedure:
                 return ("gpu_not_released", "processes of %s survived stop and SIGKILL: %s" % (
                     self.unit, "; ".join("PID %d (state %s): %s" % p for p in left)))
             self.shell(host_checks.kill_unit_cmd(self.unit), 60)
+            self.sleep(RELEASE_POLL_S)
+        while True:
+            _, out, _ = self._sh(host_checks.active_state_cmd(self.unit), "systemctl show")
+            props = host_checks.parse_show(out)
+            if host_checks.settled_after_stop(props):
+                break
+            if self.clock() >= deadline:
+                return ("gpu_not_released", "%s did not settle after stop (ActiveState=%s, SubState=%s)" % (
+                    self.unit, props.get("ActiveState"), props.get("SubState")))
             self.sleep(RELEASE_POLL_S)
         killed = self.record["preflight"].setdefault("orphans_killed", [])
         while True:

@@ -225,9 +225,14 @@ def shard_desc(sim):
     return "Loading safetensors checkpoint shards" if sim.family == "old" else "Multi-thread loading shards"
 
 
+def load_begin(sim):
+    sim.log("Load weight begin. avail mem=%.2f GB" % (sim.mem_total / 1024.0 - 1.07), sim.all_ranks())
+    if "Kimi" in sim.model:
+        sim.log("Using CompressedTensorsWNA16MarlinMoEMethod", sim.all_ranks(), dt=0.5)
+
+
 def s_load(sim, seconds, read_bps, mem_to=76485, shards=64, visible=False, cpu_pct=800):
-    sim.log("Load weight begin. avail mem=94.52 GB", sim.all_ranks())
-    sim.log("Using CompressedTensorsWNA16MarlinMoEMethod", sim.all_ranks(), dt=0.5)
+    load_begin(sim)
     if visible:
         # \r turned into newlines before journald: one record per frame as it happens
         t0, start = sim.t, 0
@@ -376,7 +381,7 @@ def healthy_failing_disk_slow_reads():
               gpus=4, family="new", seed=13, mem_total_mib=81559, model="/models/Qwen3-32B", model_class="Qwen3ForCausalLM")
     s_init(sim)
     s_init_end(sim)
-    sim.log("Load weight begin. avail mem=78.10 GB", sim.all_ranks())
+    load_begin(sim)
     shards = 17
     sim.log(sim.bar_frame(shard_desc(sim), 0, shards), [0])
     for n in range(1, shards + 1):
@@ -617,7 +622,7 @@ def stall_host_ram_reclaim_futex_stacks():
               "wait, read_bytes stops, CPU idle, no log (bar hidden). py-spy every minute.", seed=36)
     s_init(sim)
     s_init_end(sim)
-    sim.log("Load weight begin. avail mem=94.52 GB", sim.all_ranks())
+    load_begin(sim)
     sim.run(12 * 60, cpu_pct=700, read_bps=1.1e9, mem_to=22000, util=(0, 3))
     sim.expect_stalled("weight_load")
     frames = ["wait", "result", "_load_shards_multithread", "load_weights", "load_model", "run_scheduler_process"]
@@ -650,7 +655,7 @@ def stall_hub_download_idle_tp4():
               mem_total_mib=81559, model="meta-llama/Llama-3.3-70B-Instruct", model_class="LlamaForCausalLM")
     s_init(sim)
     s_init_end(sim)
-    sim.log("Load weight begin. avail mem=78.10 GB", sim.all_ranks())
+    load_begin(sim)
     sim.log("Using model weights format ['*.safetensors']", [0], dt=1)
     sim.run(240, cpu_pct=150, write_bps=40e6, util=(0, 2))
     sim.expect_stalled("weight_load")
@@ -666,7 +671,7 @@ def failed_truncated_shard_safetensor_error():
               "schedules a restart.", family="new", seed=41)
     s_init(sim)
     s_init_end(sim)
-    sim.log("Load weight begin. avail mem=94.52 GB", sim.all_ranks())
+    load_begin(sim)
     sim.run(10, cpu_pct=700, read_bps=200e6, mem_to=3000)
     onset = round(sim.t + 3, 2)
     sim.log("safetensors_rust.SafetensorError: Error while deserializing header: MetadataIncompleteBuffer", [0, 1, 2, 3, 4, 5, 6, 7], dt=3)

@@ -72,7 +72,8 @@ class ScriptedDetector:
 class FakeHost:
     """Answers the procedure's shell commands; records what was done to the unit."""
 
-    def __init__(self, installed=True, holders=(), holders_after_stop=None, pids_after_stop=0):
+    def __init__(self, installed=True, holders=(), holders_after_stop=None, pids_after_stop=0, settle_polls=0):
+        self.settle_polls = settle_polls          # polls that still show the stop job running
         self.installed = installed
         self.holders = list(holders)              # HOLDER rows before the first stop
         self.holders_after_stop = holders_after_stop  # rows after a stop (default: none)
@@ -94,13 +95,18 @@ class FakeHost:
             if not self.installed:
                 return 0, "LoadState=not-found\nActiveState=inactive\n", ""
             return 0, "LoadState=loaded\nActiveState=active\nExecStart=%s\n" % EXEC_START, ""
+        if cmd == hc.active_state_cmd(UNIT):
+            if self.settle_polls:
+                self.settle_polls -= 1
+                return 0, "ActiveState=deactivating\nSubState=stop-sigterm\n", ""
+            return 0, "ActiveState=%s\nSubState=dead\n" % ("inactive" if self.stopped else "active"), ""
         if cmd == hc.gpu_holders_cmd(UNIT):
             return 0, self._holders_text(), ""
         if cmd.startswith("timeout") and "systemctl stop" in cmd:
             self.events.append("stop")
             self.stopped = True
             return 0, "", ""
-        if "systemctl start" in cmd:
+        if "systemctl start" in cmd and "reset-failed" in cmd:
             self.events.append("start")
             self.stopped = False
             return 0, "", ""

@@ -184,3 +184,18 @@ def test_a_failed_start_is_stopped_with_the_short_timeout_a_serving_one_with_the
     proc.restart()
     stops = [c for c in host.commands if "systemctl stop" in c]
     assert [c.split()[1] for c in stops] == ["300", "20"]
+
+
+def test_the_start_waits_until_the_stop_job_is_over(tmp_path):
+    proc, host, _, clock, *_ = make_procedure(tmp_path, [[ready()]], host=FakeHost(settle_polls=3))
+    assert proc.restart()["outcome"] == "ready"
+    assert host.settle_polls == 0
+    assert clock.slept[:3] == [2.0, 2.0, 2.0]
+
+
+def test_a_stop_job_that_never_ends_is_handed_over(tmp_path):
+    proc, host, *_ = make_procedure(tmp_path, [[ready()]], host=FakeHost(settle_polls=10_000),
+                                    release_timeout_s=10.0)
+    res = proc.restart()
+    assert res["reason_code"] == "gpu_not_released" and "did not settle" in res["reason"]
+    assert "start" not in host.events

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from .conftest import ROOT, SRC, nvidia_smi, query_apps, query_gpus, wait_until
+from .conftest import ROOT, SRC, nvidia_smi, query_gpus, wait_until
 
 from sglang.standin import faults as faults_mod
 from sglang.standin import settings as settings_mod

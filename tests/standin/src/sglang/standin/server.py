@@ -8,7 +8,6 @@ fault keeps alive on purpose.
 """
 import json
 import os
-import queue
 import signal
 import socket
 import sys
@@ -69,7 +68,6 @@ class Main:
         self.sock_lock = threading.Lock()
         self.loaded = {}
         self.all_loaded = threading.Event()
-        self.events = queue.Queue()
         self.dying = threading.Lock()
         self.state = None
 
@@ -322,7 +320,7 @@ def run(argv, prog="launch_server.py"):
     args = server_args_mod.parse_args(argv, prog)
     try:
         settings = settings_mod.load()
-        text, origin = faults_mod.read_source(settings)
+        text, _origin = faults_mod.read_source(settings)
         all_faults = faults_mod.parse(json.loads(text)) if text else []
     except (ValueError, OSError) as e:
         sys.stderr.write(f"SGLang stand-in configuration error: {e}\n")

@@ -1,0 +1,222 @@
+#!/usr/bin/python
+"""One observation of an SGLang service, for the restart watcher."""
+
+DOCUMENTATION = r"""
+module: sglang_probe
+short_description: Take one observation of an SGLang service (unit state, processes, GPUs, journal, HTTP)
+description:
+  - Reads, on the target host, everything the start-up watcher needs to tell a slow
+    start from a stuck one, and returns it as one observation in the C(sglang-trace/1)
+    format, with wall-clock epoch seconds in C(ts) (also in each log record).
+  - "Reads: the unit's state (one C(systemctl show)); over every process of the unit's
+    cgroup (cgroup v2, v1 or hybrid): count, CPU seconds, storage read/write bytes,
+    process names and states; per-GPU memory, utilisation and power, and the processes
+    holding GPU memory (C(nvidia-smi), under a timeout); journal records since a cursor
+    (C(journalctl -o json --all); byte-array messages such as tqdm bars are decoded,
+    carriage returns kept); C(/health) and, once it answers 200, a one-token
+    C(/v1/completions); py-spy stacks of every rank when asked."
+  - A reader that fails (nvidia-smi missing or hung, no journal, py-spy absent) leaves
+    its field out and names it in RV(missing) with the reason; the module itself does
+    not fail for that.
+  - With I(pid) instead of I(unit) it watches a bare process tree (hosts without
+    systemd); unit and journal fields are then absent, and I(log_file) can stand in for
+    the journal.
+  - Only reads; check mode is supported and changes nothing either way.
+version_added: "0.1.0"
+options:
+  unit:
+    description: systemd unit to observe. Exactly one of I(unit) and I(pid) is required.
+    type: str
+  pid:
+    description: Observe this PID and its descendants instead of a unit.
+    type: int
+  cursor:
+    description:
+      - RV(cursor) from the previous call; only journal records after it are returned.
+      - Without it, records since I(since) (or since the unit left the inactive state).
+    type: str
+  since:
+    description: Epoch seconds; first call only, the journal is read from then.
+    type: float
+  log_file:
+    description: With I(pid), a file holding the process's stderr, read like a journal (records end at newline).
+    type: path
+  max_log_records:
+    description: At most this many log records per call; the rest arrive on the next call.
+    type: int
+    default: 2000
+  base_url:
+    description: The server's base URL, e.g. C(http://127.0.0.1:30001). Without it, no HTTP check.
+    type: str
+  model:
+    description: Model name sent in the one-token completion (the server's served model name).
+    type: str
+    default: default
+  completion:
+    description: When to send the one-token completion. C(auto) sends it only once C(/health) answers 200.
+    type: str
+    choices: [auto, always, never]
+    default: auto
+  api_key_env_file:
+    description: EnvironmentFile of the unit holding the API key; read on the target, never returned.
+    type: path
+  api_key_name:
+    description: Variable in I(api_key_env_file) holding the key.
+    type: str
+    default: SGLANG_API_KEY
+  api_key:
+    description: The API key itself, when it is not in a file on the target. Never returned.
+    type: str
+  stacks:
+    description: Also take a py-spy dump of every rank (scheduler process), innermost frame first.
+    type: bool
+    default: false
+  venv_bin:
+    description: The service virtualenv's bin folder, where py-spy is looked for before PATH.
+    type: path
+  nvidia_smi:
+    description: nvidia-smi executable (name on PATH or a path).
+    type: str
+    default: nvidia-smi
+  gpu_timeout_s:
+    description: Limit for each nvidia-smi call; a hung driver gives an absent field, not a hung task.
+    type: float
+    default: 5.0
+  http_timeout_s:
+    description: Limit for the C(/health) request.
+    type: float
+    default: 3.0
+  completion_timeout_s:
+    description: Limit for the one-token completion.
+    type: float
+    default: 10.0
+  command_timeout_s:
+    description: Limit for C(systemctl) and C(journalctl).
+    type: float
+    default: 5.0
+  pyspy_timeout_s:
+    description: Limit for each py-spy dump.
+    type: float
+    default: 5.0
+notes:
+  - Needs read access to C(/proc/PID/io) of the service's processes (root, or the
+    service's user); without it storage bytes are left out.
+  - py-spy needs ptrace rights over the service's processes (root or CAP_SYS_PTRACE).
+  - Aimed at well under 0.5 s of CPU per call for an 8-rank service; RV(cost) reports it.
+author:
+  - sglang-ops maintainers
+"""
+
+EXAMPLES = r"""
+- name: Observe the service
+  sglang_ops.serving.sglang_probe:
+    unit: sglang-k26-ddtree
+    base_url: http://127.0.0.1:30001
+    model: kimi-k2.6
+    api_key_env_file: /etc/sglang/sglang-k26-ddtree.env
+  register: probe
+
+- name: Next observation, journal from where the last one stopped, with stacks
+  sglang_ops.serving.sglang_probe:
+    unit: sglang-k26-ddtree
+    cursor: "{{ probe.cursor }}"
+    stacks: true
+    venv_bin: /opt/sglang/venv/bin
+
+- name: A bare process on a host without systemd
+  sglang_ops.serving.sglang_probe:
+    pid: 4242
+    log_file: /var/log/sglang/stderr.log
+"""
+
+RETURN = r"""
+observation:
+  description:
+    - One observation in the C(sglang-trace/1) format with C(ts) (epoch seconds) instead of C(t).
+    - "Keys: C(ts), C(unit) {active, sub, main_pid, restarts, exec_main_status, result},
+      C(procs) {count, cpu_s, read_bytes, write_bytes, comm, states}, C(gpus) [{index,
+      mem_used_mib, mem_total_mib, util_pct, power_w}], C(gpu_procs) [{pid, gpu,
+      mem_mib}], C(log) [{ts, msg, line_break}], C(http) {health, completion}, C(stacks)
+      [{pid, rank, frames}]. Any key but C(ts) may be absent (see RV(missing))."
+  returned: always
+  type: dict
+  sample:
+    ts: 1795984356.97
+    unit: {active: active, sub: running, main_pid: 1986, restarts: 0, exec_main_status: 0, result: success}
+    procs: {count: 10, cpu_s: 78.9, read_bytes: 8590000128, write_bytes: 8192, comm: {python3: 10}, states: {S: 10}}
+    gpus: [{index: 0, mem_used_mib: 9007, mem_total_mib: 143771, util_pct: 99, power_w: 649.61}]
+    gpu_procs: [{pid: 1986, gpu: 0, mem_mib: 8998}]
+    log: [{ts: 1795984355.1, msg: "[2026-11-29 20:40:58 TP0] Load weight end. elapsed=28.85 s"}]
+    http: {health: null, completion: null}
+cursor:
+  description: Journal cursor (or log file offset) to pass as I(cursor) next time.
+  returned: always
+  type: str
+missing:
+  description: Fields left out of RV(observation), each with the reason it could not be read.
+  returned: always
+  type: dict
+  sample: {gpus: "nvidia-smi --query-gpu timed out", gpu_procs: "skipped: nvidia-smi --query-gpu timed out"}
+cost:
+  description: This call's own cost on the target, C(cpu_s) (including its child commands) and C(wall_s).
+  returned: always
+  type: dict
+  sample: {cpu_s: 0.046, wall_s: 0.058}
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.sglang_ops.serving.plugins.module_utils.probe import ProbeRequest, probe
+
+ARGUMENT_SPEC = dict(
+    unit=dict(type="str"),
+    pid=dict(type="int"),
+    cursor=dict(type="str"),
+    since=dict(type="float"),
+    log_file=dict(type="path"),
+    max_log_records=dict(type="int", default=2000),
+    base_url=dict(type="str"),
+    model=dict(type="str", default="default"),
+    completion=dict(type="str", choices=["auto", "always", "never"], default="auto"),
+    api_key_env_file=dict(type="path"),
+    api_key_name=dict(type="str", default="SGLANG_API_KEY"),
+    api_key=dict(type="str", no_log=True),
+    stacks=dict(type="bool", default=False),
+    venv_bin=dict(type="path"),
+    nvidia_smi=dict(type="str", default="nvidia-smi"),
+    gpu_timeout_s=dict(type="float", default=5.0),
+    http_timeout_s=dict(type="float", default=3.0),
+    completion_timeout_s=dict(type="float", default=10.0),
+    command_timeout_s=dict(type="float", default=5.0),
+    pyspy_timeout_s=dict(type="float", default=5.0),
+)
+
+
+def request_from_params(p):
+    return ProbeRequest(
+        unit=p["unit"], pid=p["pid"], cursor=p["cursor"], since_epoch_s=p["since"],
+        log_file=p["log_file"], base_url=p["base_url"], model=p["model"],
+        completion=p["completion"], api_key=p["api_key"], api_key_env_file=p["api_key_env_file"],
+        api_key_name=p["api_key_name"], stacks=p["stacks"], venv_bin=p["venv_bin"],
+        nvidia_smi=p["nvidia_smi"], gpu_timeout_s=p["gpu_timeout_s"],
+        http_timeout_s=p["http_timeout_s"], completion_timeout_s=p["completion_timeout_s"],
+        command_timeout_s=p["command_timeout_s"], pyspy_timeout_s=p["pyspy_timeout_s"],
+        max_log_records=p["max_log_records"])
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True,
+                           required_one_of=[("unit", "pid")], mutually_exclusive=[("unit", "pid")],
+                           required_by={"log_file": "pid"})
+    p = module.params
+    if p["max_log_records"] < 1:
+        module.fail_json(msg="max_log_records must be at least 1, got %d" % p["max_log_records"])
+    for key in ("gpu_timeout_s", "http_timeout_s", "completion_timeout_s", "command_timeout_s", "pyspy_timeout_s"):
+        if p[key] <= 0:
+            module.fail_json(msg="%s must be positive, got %s" % (key, p[key]))
+    result = probe(request_from_params(p))
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()
