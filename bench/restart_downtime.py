@@ -41,6 +41,7 @@ PORT = 30001
 API_KEY = "demo-key-not-secret"      # inventories/demo/group_vars/sglang.yml
 MODEL_NAME = "kimi-k2.6"
 MIB = 2**20
+STANDIN_POST_LOAD_S = 1.5           # the stand-in's post_load_s default
 
 sys.path[:0] = [os.path.join(ROOT, "collections")]
 from ansible_collections.sglang_ops.serving.plugins.module_utils import page_cache  # noqa: E402
@@ -84,6 +85,20 @@ class Bench:
         return self.run(["ansible-playbook", "-i", "inventories/demo", "-i", self.inventory,
                          "--limit", HOST, "-e", "sglang_ops_target=" + HOST, playbook] + list(extra),
                         quiet=not self.args.verbose)
+
+    def prewarm(self, evict):
+        """playbooks/prewarm.yml; returns the sglang_prewarm module's result."""
+        saved = dict(self.env)
+        self.env.update(ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
+        try:
+            proc = self.run(["ansible-playbook", "-i", "inventories/demo", "-i", self.inventory,
+                             "--limit", HOST, "-e", "sglang_ops_target=" + HOST,
+                             "-e", "sglang_prewarm_evict=%s" % str(evict).lower(),
+                             "playbooks/prewarm.yml"], capture=True)
+        finally:
+            self.env = saved
+        out = json.loads(proc.stdout)
+        return out["plays"][0]["tasks"][0]["hosts"][HOST]
 
     # ---- setup --------------------------------------------------------------------
     def make_model(self):
@@ -187,7 +202,7 @@ class Bench:
         if not self.completion_ok(timeout_s=10):
             raise SystemExit("the server does not answer before run %d" % n)
         t0 = time.monotonic()
-        self.playbook("playbooks/prewarm.yml", *(["-e", "sglang_prewarm_evict=true"] if cold else []))
+        step = self.prewarm(evict=cold)
         prep_s = time.monotonic() - t0
         residency = self.residency()
         poller = Poller(self.completion_ok)
@@ -200,18 +215,27 @@ class Bench:
                 {"sglang_restart_poll_s": 1, "sglang_restart_max_attempts": 1}))
         else:
             self.exec("systemctl", "stop", UNIT)
+            # Every start counts toward the unit's StartLimitBurst (3 per hour), manual ones too.
+            self.exec("systemctl", "reset-failed", UNIT, check=False)
             self.exec("systemctl", "start", UNIT)
         while poller.first_ok_after_gap is None and poller.elapsed() < 120:
             time.sleep(0.1)
         poller.stop()
         if poller.first_ok_after_gap is None:
             raise SystemExit("run %d: no completion within 120 s after the restart" % n)
+        load_s = self.load_weight_s(started)
         row = {"run": n, "cache": label, "prep_s": round(prep_s, 1),
+               "prewarm_msg": step["msg"], "prewarm_read_bytes": step["read_bytes"],
+               "prewarm_read_s": step["read_s"], "prewarm_bytes_per_s": step["read_bytes_per_s"],
                "resident_before_restart": round(residency, 3),
                "downtime_s": round(poller.downtime_s(), 2),
-               "load_weight_s": self.load_weight_s(started)}
-        say("run %d %-9s resident %3.0f%% at stop, downtime %6.2f s, weight load %s s"
-            % (n, label, 100 * residency, row["downtime_s"], row["load_weight_s"]))
+               "load_weight_s": load_s,
+               # The stand-in's "Load weight end. elapsed=" includes its post-load pause.
+               "shard_read_s": (round(load_s - STANDIN_POST_LOAD_S * self.args.time_scale, 2)
+                                if load_s is not None else None)}
+        say("run %d %-9s %s" % (n, label, step["msg"]))
+        say("run %d %-9s resident %3.0f%% at stop, downtime %6.2f s, shard reads %s s"
+            % (n, label, 100 * residency, row["downtime_s"], row["shard_read_s"]))
         return row
 
     def residency(self):
@@ -255,32 +279,41 @@ class Poller(threading.Thread):
         return self.first_ok_after_gap - self.last_ok
 
 
+def _median(rows, cache, key):
+    values = [r[key] for r in rows if r["cache"] == cache and r[key] is not None]
+    return statistics.median(values) if values else None
+
+
 def report(rows, args):
-    cold = [r["downtime_s"] for r in rows if r["cache"] == "cold"]
-    warm = [r["downtime_s"] for r in rows if r["cache"] == "prewarmed"]
-    cold_load = [r["load_weight_s"] for r in rows if r["cache"] == "cold" and r["load_weight_s"] is not None]
-    warm_load = [r["load_weight_s"] for r in rows if r["cache"] == "prewarmed" and r["load_weight_s"] is not None]
     size_gib = args.shards * args.shard_mib / 1024
     print()
     print("restart downtime, last completion before the stop -> first completion after the start")
     print("SGLang stand-in on a systemd container, %d shards x %d MiB = %.1f GiB read from disk, "
-          "restarted by %s" % (args.shards, args.shard_mib, size_gib,
-                               "playbooks/restart.yml" if args.driver == "playbook"
-                               else "systemctl stop + start"))
-    print("%-4s %-10s %10s %12s %14s" % ("run", "cache", "resident", "downtime_s", "weight_load_s"))
+          "restarted by %s; stand-in phases other than loading: time_scale %.2f"
+          % (args.shards, args.shard_mib, size_gib,
+             "playbooks/restart.yml" if args.driver == "playbook" else "systemctl stop + start",
+             args.time_scale))
+    print("%-4s %-10s %9s %12s %13s %16s" % ("run", "cache", "resident", "downtime_s", "shard_read_s",
+                                             "prewarm"))
     for r in rows:
-        print("%-4d %-10s %9.0f%% %12.2f %14s" % (r["run"], r["cache"], 100 * r["resident_before_restart"],
-                                                  r["downtime_s"], r["load_weight_s"]))
+        prewarm = ("%.1f GB at %.2f GB/s" % (r["prewarm_read_bytes"] / 1e9, r["prewarm_bytes_per_s"] / 1e9)
+                   if r["cache"] == "prewarmed" else "evicted")
+        print("%-4d %-10s %8.0f%% %12.2f %13s %16s" % (r["run"], r["cache"], 100 * r["resident_before_restart"],
+                                                       r["downtime_s"], r["shard_read_s"], prewarm))
+    cold = [r["downtime_s"] for r in rows if r["cache"] == "cold"]
+    warm = [r["downtime_s"] for r in rows if r["cache"] == "prewarmed"]
     mc, mw = statistics.median(cold), statistics.median(warm)
-    print("median downtime: cold %.2f s (min %.2f, max %.2f), prewarmed %.2f s (min %.2f, max %.2f)"
+    print("median downtime: cold %.2f s (%.2f-%.2f), prewarmed %.2f s (%.2f-%.2f)"
           % (mc, min(cold), max(cold), mw, min(warm), max(warm)))
-    if cold_load and warm_load:
-        lc, lw = statistics.median(cold_load), statistics.median(warm_load)
-        print("median weight load: cold %.2f s, prewarmed %.2f s (%.1fx faster)"
-              % (lc, lw, lc / lw if lw > 0 else float("inf")))
+    rc, rw = _median(rows, "cold", "shard_read_s"), _median(rows, "prewarmed", "shard_read_s")
+    if rc is not None and rw is not None:
+        print("median shard reads during the start: cold %.2f s (%.2f GB/s), prewarmed %.2f s (%.2f GB/s)"
+              % (rc, size_gib * 2**30 / 1e9 / rc if rc > 0 else 0, rw,
+                 size_gib * 2**30 / 1e9 / rw if rw > 0 else 0))
     print("RATIO prewarmed/cold downtime = %.2f (cold/prewarmed = %.2fx), %d runs each"
           % (mw / mc, mc / mw, len(cold)))
-    return {"cold_median_s": mc, "prewarmed_median_s": mw, "ratio_prewarmed_over_cold": mw / mc}
+    return {"cold_median_s": mc, "prewarmed_median_s": mw, "ratio_prewarmed_over_cold": mw / mc,
+            "cold_shard_read_median_s": rc, "prewarmed_shard_read_median_s": rw}
 
 
 def default_driver():

@@ -6,14 +6,18 @@ CGROUP_ROOT = "/sys/fs/cgroup"
 
 def candidate_dirs(control_group, root=CGROUP_ROOT):
     """Folders that may hold the unit's cgroup, most specific layout first:
-    pure v2 (root has cgroup.controllers), hybrid (unified/), v1 (systemd/)."""
-    rel = control_group.strip("/")
-    dirs = []
+    pure v2 (root has cgroup.controllers), hybrid (unified/), v1 (systemd/).
+
+    Inside a container systemd may report the path from the host's root
+    (/libpod_parent/libpod-ID/system.slice/x.service) while the mount shows either that
+    path or only the container's part, so shorter tails of the path are tried too."""
+    parts = [p for p in control_group.strip("/").split("/") if p]
+    tails = ["/".join(parts[i:]) for i in range(len(parts))] or [""]
+    bases = []
     if os.path.exists(os.path.join(root, "cgroup.controllers")):
-        dirs.append(os.path.join(root, rel))
-    dirs.append(os.path.join(root, "unified", rel))
-    dirs.append(os.path.join(root, "systemd", rel))
-    return dirs
+        bases.append(root)
+    bases += [os.path.join(root, "unified"), os.path.join(root, "systemd")]
+    return [os.path.join(base, tail) for tail in tails for base in bases]
 
 
 def _procs_below(path):

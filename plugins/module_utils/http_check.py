@@ -15,17 +15,16 @@ def _is_timeout(exc):
 
 
 def parse_env_file(text):
-    """KEY=VALUE lines as systemd's EnvironmentFile= reads them (comments, quotes,
-    an optional `export `)."""
+    """KEY=VALUE lines as systemd's EnvironmentFile= reads them: comments, quotes.
+    systemd ignores `export KEY=...` lines ("Ignoring invalid environment assignment"),
+    so the server never sees such a key and neither do we."""
     env = {}
     for line in text.splitlines():
         line = line.strip()
         if not line or line[0] in "#;":
             continue
-        if line.startswith("export "):
-            line = line[len("export "):].lstrip()
         key, sep, value = line.partition("=")
-        if not sep:
+        if not sep or not key.strip().replace("_", "a").isalnum():
             continue
         value = value.strip()
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":

@@ -5,6 +5,8 @@ an array of byte values when the record holds control characters (a tqdm bar's `
 frames) or invalid UTF-8. Parsing is pure; `read_journal` is the IO edge.
 """
 import json
+import os
+import signal
 import subprocess
 import threading
 import time
@@ -78,10 +80,14 @@ def parse_lines(lines, max_records):
 
 
 def _kill_quietly(proc):
+    # The whole process group: a child holding the pipe would keep the read blocked.
     try:
-        proc.kill()
+        os.killpg(proc.pid, signal.SIGKILL)
     except OSError:
-        pass
+        try:
+            proc.kill()
+        except OSError:
+            pass
 
 
 def journal_argv(exe, unit, cursor=None, since_epoch_s=None):
@@ -120,7 +126,7 @@ def read_journal(unit, cursor=None, since_epoch_s=None, max_records=2000, timeou
     finally:
         timer.cancel()
         if proc.poll() is None:
-            proc.kill()
+            _kill_quietly(proc)
         try:
             _, err = proc.communicate(timeout=1.0)
         except subprocess.TimeoutExpired:

@@ -190,7 +190,9 @@ def test_leftover_rank_keeps_gpu_memory_and_blocks_the_next_start(launch):
     s.wait_ready()
     assert sorted(s.ranks()) == [0]          # TP1 left the process group
     gpu1 = query_gpus(s.env)[1]["uuid"]
-    left = [a["pid"] for a in query_apps(s.env) if a["gpu_uuid"] == gpu1][0]
+    held = [a["pid"] for a in query_apps(s.env) if a["gpu_uuid"] == gpu1]
+    assert len(held) == 1, held
+    left = held[0]
     s.extra_pids.add(left)
     assert proc_stat(left)["ppid"] == s.pid
     assert proc_stat(left)["pgid"] != s.pid
@@ -200,12 +202,12 @@ def test_leftover_rank_keeps_gpu_memory_and_blocks_the_next_start(launch):
     time.sleep(0.3)
     assert alive(left) and cmdline(left) == b"sglang::scheduler_TP1\0"
     apps = query_apps(s.env)
-    assert [a["pid"] for a in apps] == [left]
+    assert [a["pid"] for a in apps] == [left], apps
     gpus = query_gpus(s.env)
     assert gpus[1]["mem_used_mib"] > 0.5 * gpus[1]["mem_total_mib"] and gpus[0]["mem_used_mib"] < 10
     # The next start finds GPU memory held by a foreign process, as real SGLang does.
     nxt = launch()
-    assert nxt.proc.wait(timeout=30) == 1
+    assert nxt.proc.wait(timeout=30) == 1, nxt.output()[-3000:]
     assert "The memory capacity is unbalanced. Some GPUs may be occupied by other processes." in nxt.output()
     os.kill(left, signal.SIGKILL)
     wait_until(lambda: not alive(left), timeout=5, what="leftover gone")

@@ -277,9 +277,16 @@ class Rank:
                 p.wait()
             with open(marker, "w", encoding="utf-8") as f:
                 json.dump({"kernels": compilers, "compiled_s": seconds}, f)
+            open(self.jit_barrier(), "w").close()
         else:
+            # The other ranks wait for rank 0 at the next collective.
             self.sleep(seconds)
+            while not os.path.exists(self.jit_barrier()):
+                time.sleep(0.2)
         self.times["jit_compile"] = time.monotonic() - t0
+
+    def jit_barrier(self):
+        return os.path.join(self.s.state_dir, f"jit-done-{self.spec['parent_pid']}")
 
     def cuda_graph(self):
         t0 = time.monotonic()

@@ -1,0 +1,116 @@
+"""What the roles (playbooks/site.yml) leave on the test host: the sglang-k26-ddtree
+unit serving the SGLang stand-in, its secret environment file and its sandbox."""
+import os
+import re
+
+import pytest
+import yaml
+from sglang_checks import journal, post_json, wait_ready
+
+DEMO_VARS = os.path.join(os.environ.get("MOLECULE_PROJECT_DIRECTORY", os.getcwd()),
+                         "inventories", "demo", "group_vars", "sglang.yml")
+VARS = yaml.safe_load(open(DEMO_VARS, encoding="utf-8"))
+UNIT = VARS["sglang_service_unit_name"]
+PORT = VARS["sglang_service_port"]
+API_KEY = VARS["sglang_service_api_key"]
+UNIT_PATH = f"/etc/systemd/system/{UNIT}.service"
+ENV_PATH = f"/etc/sglang/{UNIT}.env"
+EXPOSURE_MAX = 5.0
+
+
+def test_unit_is_active_and_enabled(host):
+    service = host.service(UNIT)
+    assert service.is_running, journal(host, UNIT)
+    assert service.is_enabled
+
+
+@pytest.mark.parametrize("line", [
+    "KillMode=control-group", "SyslogIdentifier=sglang-k26-ddtree", "Environment=PYTHONUNBUFFERED=1",
+    "Environment=SGLANG_DG_CACHE_DIR=/var/cache/sglang/deep_gemm", "CPUAccounting=yes", "IOAccounting=yes",
+    "MemoryAccounting=yes", "DevicePolicy=closed", "ProtectSystem=strict", f"EnvironmentFile={ENV_PATH}",
+    "    --tp-size 8 \\", "    --speculative-algorithm DFLASH \\", "    --tool-call-parser kimi_k2 \\",
+])
+def test_unit_file_has(host, line):
+    assert line in host.file(UNIT_PATH).content_string.splitlines()
+
+
+def test_installed_unit_passes_systemd_analyze_verify(host):
+    run = host.run(f"systemd-analyze verify {UNIT_PATH}")
+    assert run.rc == 0 and f"{UNIT}.service:" not in run.stderr, run.stderr
+
+
+def test_env_file_is_root_only(host):
+    env_file = host.file(ENV_PATH)
+    assert env_file.user == "root" and env_file.group == "root"
+    assert env_file.mode == 0o600
+    assert f'SGLANG_API_KEY="{API_KEY}"' in env_file.content_string
+
+
+def test_api_key_is_not_in_the_unit_nor_in_systemctl_show(host):
+    assert API_KEY not in host.file(UNIT_PATH).content_string
+    shown = host.run(f"systemctl show {UNIT}").stdout
+    assert shown and API_KEY not in shown
+
+
+def test_api_key_is_blanked_in_the_journal(host):
+    text = host.run(f"journalctl -u {UNIT} --no-pager -o cat --all").stdout
+    assert "server_args=" in text, journal(host, UNIT)
+    assert API_KEY not in text
+    assert "<api-key>" in text
+
+
+def test_server_is_the_main_pid_of_the_unit(host):
+    main_pid = host.run(f"systemctl show -p MainPID --value {UNIT}").stdout.strip()
+    assert main_pid != "0"
+    cmdline = host.file(f"/proc/{main_pid}/cmdline").content_string.replace("\0", " ")
+    assert "-m sglang.launch_server" in cmdline
+
+
+def test_progress_bar_frames_reach_the_journal_one_record_each(host):
+    wait_ready(host, UNIT, PORT)
+    text = host.run(f"journalctl -u {UNIT} --no-pager -o cat").stdout
+    frames = [line for line in text.splitlines() if "loading shards:" in line or "Loading safetensors" in line]
+    assert len(frames) > 1, journal(host, UNIT)
+    assert "blob data" not in text
+
+
+def test_completion_answers_with_the_api_key(host):
+    wait_ready(host, UNIT, PORT)
+    status, body = post_json(host, f"http://127.0.0.1:{PORT}/v1/completions",
+                             {"model": VARS["sglang_service_served_model_name"], "prompt": "Hello", "max_tokens": 4},
+                             headers={"Authorization": f"Bearer {API_KEY}"})
+    assert status == 200, f"status {status}: {body}" + journal(host, UNIT)
+    assert body["choices"] and isinstance(body["choices"][0]["text"], str)
+
+
+def test_completion_without_the_api_key_is_refused(host):
+    wait_ready(host, UNIT, PORT)
+    status, body = post_json(host, f"http://127.0.0.1:{PORT}/v1/completions",
+                             {"model": VARS["sglang_service_served_model_name"], "prompt": "Hello", "max_tokens": 4})
+    assert status == 401, f"status {status}: {body}"
+
+
+def test_caches_belong_to_the_service_user(host):
+    for path in ("/var/cache/sglang/sglang", "/var/cache/sglang/deep_gemm", "/var/cache/sglang/triton",
+                 "/var/cache/sglang/inductor", "/var/cache/sglang/flashinfer"):
+        assert host.file(path).is_directory and host.file(path).user == "sglang", path
+
+
+def test_venv_code_is_not_writable_by_the_service_user(host):
+    assert host.file("/opt/sglang/venv").user == "root"
+    assert host.run("runuser -u sglang -- test -w /opt/sglang/venv/bin").rc != 0
+
+
+def test_cuda_toolkit_wheels_give_a_working_nvcc(host):
+    run = host.run("/opt/cuda-pip/13.0/bin/nvcc --version")
+    assert run.rc == 0 and "release 13.0" in run.stdout, run.stdout + run.stderr
+
+
+def test_sandbox_exposure_is_at_most_5(host, capsys):
+    out = host.run(f"systemd-analyze security --no-pager {UNIT}.service").stdout
+    match = re.search(r"Overall exposure level for \S+: ([0-9.]+)", out)
+    assert match, out
+    exposure = float(match.group(1))
+    with capsys.disabled():
+        print(f"\nsystemd-analyze security exposure of {UNIT}.service: {exposure}")
+    assert exposure <= EXPOSURE_MAX, out

@@ -1,0 +1,111 @@
+"""HTTP checks against real sockets on ephemeral ports."""
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from ansible_collections.sglang_ops.serving.plugins.module_utils import http_check
+
+
+class _Server:
+    def __init__(self, health_status=200, key=None):
+        self.health_status, self.key, self.seen_auth = health_status, key, []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def _send(self, code, obj):
+                body = json.dumps(obj).encode()
+                self.send_response(code)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self):
+                self._send(outer.health_status, {})
+
+            def do_POST(self):
+                req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                auth = self.headers.get("Authorization")
+                outer.seen_auth.append(auth)
+                if outer.key and auth != "Bearer " + outer.key:
+                    self._send(401, {"detail": "unauthorized"})
+                    return
+                assert req["max_tokens"] == 1 and req["temperature"] == 0
+                self._send(200, {"choices": [{"index": 0, "text": " x", "finish_reason": "length"}]})
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = "http://127.0.0.1:%d" % self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server():
+    made = []
+
+    def make(**kw):
+        s = _Server(**kw)
+        made.append(s)
+        return s
+    yield make
+    for s in made:
+        s.close()
+
+
+def test_health_status_codes_come_back_as_ints(server):
+    assert http_check.get_health(server(health_status=200).url) == 200
+    assert http_check.get_health(server(health_status=503).url) == 503
+
+
+def test_refused_connection_is_none():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    assert http_check.get_health("http://127.0.0.1:%d" % port, timeout_s=1.0) is None
+
+
+def test_listening_but_silent_server_is_timeout():
+    # A stopped server: the kernel still accepts connections, nobody answers.
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(5)
+    try:
+        assert http_check.get_health("http://127.0.0.1:%d" % s.getsockname()[1], timeout_s=0.5) == "timeout"
+    finally:
+        s.close()
+
+
+def test_completion_sends_the_key_from_the_environment_file_as_bearer(server, tmp_path):
+    env = tmp_path / "unit.env"
+    env.write_text("# the unit's environment\nSGLANG_API_KEY=\"s3cret\"\nOTHER=1\n")
+    key, why = http_check.read_api_key(str(env))
+    assert (key, why) == ("s3cret", None)
+    srv = server(key="s3cret")
+    res = http_check.post_completion(srv.url, "m", key, timeout_s=5.0)
+    assert res["ok"] is True and res["status"] == 200 and res["ms"] >= 0
+    assert srv.seen_auth == ["Bearer s3cret"]
+    assert "s3cret" not in json.dumps(res)
+
+
+def test_completion_without_the_right_key_is_not_ok(server):
+    res = http_check.post_completion(server(key="s3cret").url, "m", None, timeout_s=5.0)
+    assert res["ok"] is False and res["status"] == 401
+
+
+def test_export_lines_are_ignored_as_systemd_ignores_them():
+    # Seen on Debian 12: "Ignoring invalid environment assignment 'export SGLANG_API_KEY=...'".
+    assert http_check.parse_env_file("export SGLANG_API_KEY=a\nB='b c'\n") == {"B": "b c"}
+
+
+def test_unreadable_environment_file_gives_a_reason(tmp_path):
+    key, why = http_check.read_api_key(str(tmp_path / "absent.env"))
+    assert key is None and "unreadable" in why
