@@ -6,10 +6,12 @@ inventory) serves the SGLang stand-in from a real multi-GB model folder on this
 machine's disk. The folder is bind-mounted from .cache/bench-restart/model, so its page
 cache is this kernel's and the container sees the same files.
 
-Each run, while the old server keeps serving:
+Each run, while the old server keeps serving, first drops the model from the page
+cache (the previous run's start read it in), so both cases start from the same state:
   cold       playbooks/prewarm.yml -e sglang_prewarm_evict=true   (posix_fadvise DONTNEED)
-  prewarmed  playbooks/prewarm.yml                                 (the real prewarm step)
-then playbooks/restart.yml (stop, GPU check, start, watch until ready). A client polls
+  prewarmed  the same, then playbooks/prewarm.yml                  (the real prewarm step)
+then playbooks/restart.yml (stop, GPU check, start, watch until ready; or with
+--driver systemctl, systemctl stop + start). A client polls
 /v1/completions every 0.25 s the whole time; downtime is the gap between the last
 completion before the stop and the first one after the start, as a user sees it. The
 stand-in's own "Load weight end. elapsed=" line gives the weight-load share.
@@ -172,6 +174,23 @@ class Bench:
         self.playbook("playbooks/site.yml")
         say("serving at http://%s:%d" % (self.ip, PORT))
 
+    def restart_vars(self):
+        return {"sglang_restart_poll_s": 1, "sglang_restart_max_attempts": 1,
+                "sglang_restart_artifacts_dir": os.path.join(WORK, "artifacts")}
+
+    def pick_driver(self):
+        """auto: the restart playbook when it can observe the host (checked with --check,
+        which changes nothing), else systemctl stop + start."""
+        if self.args.driver != "auto":
+            return
+        proc = self.run(["ansible-playbook", "-i", "inventories/demo", "-i", self.inventory,
+                         "--limit", HOST, "-e", "sglang_ops_target=" + HOST, "--check",
+                         "-e", json.dumps(self.restart_vars()), "playbooks/restart.yml"],
+                        check=False, quiet=True)
+        self.args.driver = "playbook" if proc.returncode == 0 else "systemctl"
+        say("restart driver: %s" % ("playbooks/restart.yml" if self.args.driver == "playbook" else
+                                    "systemctl stop + start (playbooks/restart.yml --check failed here)"))
+
     def down(self):
         self.run(["podman", "rm", "-f", self.name], check=False, quiet=True)
         say("container %s removed" % self.name)
@@ -201,8 +220,12 @@ class Bench:
         label = "cold" if cold else "prewarmed"
         if not self.completion_ok(timeout_s=10):
             raise SystemExit("the server does not answer before run %d" % n)
+        # Both cases start from the same state: the model evicted from the page cache
+        # (the previous run's start read it in). The prewarmed case then runs the prewarm.
         t0 = time.monotonic()
-        step = self.prewarm(evict=cold)
+        step = self.prewarm(evict=True)
+        if not cold:
+            step = self.prewarm(evict=False)
         prep_s = time.monotonic() - t0
         residency = self.residency()
         poller = Poller(self.completion_ok)
@@ -211,8 +234,7 @@ class Bench:
             time.sleep(0.05)
         started = time.time()
         if self.args.driver == "playbook":
-            self.playbook("playbooks/restart.yml", "-e", json.dumps(
-                {"sglang_restart_poll_s": 1, "sglang_restart_max_attempts": 1}))
+            self.playbook("playbooks/restart.yml", "-e", json.dumps(self.restart_vars()))
         else:
             self.exec("systemctl", "stop", UNIT)
             # Every start counts toward the unit's StartLimitBurst (3 per hour), manual ones too.
@@ -316,12 +338,6 @@ def report(rows, args):
             "cold_shard_read_median_s": rc, "prewarmed_shard_read_median_s": rw}
 
 
-def default_driver():
-    probe = os.path.join(ROOT, "plugins", "modules", "sglang_probe.py")
-    restart = os.path.join(ROOT, "playbooks", "restart.yml")
-    return "playbook" if os.path.exists(probe) and os.path.exists(restart) else "systemctl"
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--runs", type=int, default=3, help="runs per case (alternating cold, prewarmed)")
@@ -329,9 +345,9 @@ def main(argv=None):
     p.add_argument("--shard-mib", type=int, default=256)
     p.add_argument("--time-scale", type=float, default=1.0,
                    help="scale of the stand-in's non-load phases (its time_scale)")
-    p.add_argument("--driver", choices=["playbook", "systemctl"], default=default_driver(),
-                   help="restart with playbooks/restart.yml (default when its probe module exists) "
-                        "or with systemctl stop/start")
+    p.add_argument("--driver", choices=["auto", "playbook", "systemctl"], default="auto",
+                   help="restart with playbooks/restart.yml, or systemctl stop + start; auto takes "
+                        "the playbook when a --check run of it succeeds on the bench host")
     p.add_argument("--container", default="sglang-ops-bench")
     p.add_argument("--keep", action="store_true", help="leave the container running")
     p.add_argument("--verbose", action="store_true", help="show the playbooks' output")
@@ -344,6 +360,7 @@ def main(argv=None):
     try:
         bench.up()
         bench.converge()
+        bench.pick_driver()
         for i in range(args.runs):
             for cold in (True, False):
                 rows.append(bench.one_run(len(rows) + 1, cold))

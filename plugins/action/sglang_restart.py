@@ -12,7 +12,7 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils import restart_policy
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils import host_checks
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils import host_checks, prewarm_step
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import RunArtifacts, iso_utc
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart_run import (
     RemoteStepFailed, RestartProcedure, default_artifacts_root, detector_factory, format_progress)
@@ -39,7 +39,9 @@ ARGUMENT_SPEC = {
     "completion_model": {"type": "str", "default": "default"},
     "backoff_base_s": {"type": "float", "default": 10.0},
     "backoff_max_s": {"type": "float", "default": 120.0},
+    "prewarm": {"type": "dict", "default": {}},
 }
+PREWARM_LOOP_OPTIONS = ("step_s", "max_total_s")
 
 
 class ActionModule(ActionBase):
@@ -73,6 +75,10 @@ class ActionModule(ActionBase):
             clock=time.time, sleep=time.sleep,
             backoff=restart_policy.Backoff(base_s=args["backoff_base_s"], max_s=args["backoff_max_s"]),
             rng=random.Random().random,
+            prewarm=lambda options, step_s, max_total_s: prewarm_step.prewarm(
+                lambda module_args: self._execute_module(module_name=prewarm_step.PREWARM_MODULE,
+                                                         module_args=module_args, task_vars=task_vars),
+                lambda text: display.display("%s | %s" % (host, text)), options, step_s, max_total_s),
         )
         try:
             if self._task.check_mode:
@@ -126,6 +132,10 @@ def _arg_problems(args):
         problems.append("start_timeout_s must be at least poll_s")
     if args["backoff_base_s"] < 0 or args["backoff_max_s"] < 0:
         problems.append("backoff_base_s and backoff_max_s must not be negative")
+    unknown = set(args["prewarm"]) - set(prewarm_step.MODULE_OPTIONS) - set(PREWARM_LOOP_OPTIONS)
+    if unknown:
+        problems.append("unknown prewarm options: %s (known: %s)" % (
+            ", ".join(sorted(unknown)), ", ".join(prewarm_step.MODULE_OPTIONS + PREWARM_LOOP_OPTIONS)))
     if args["artifacts_dir"] and os.path.isfile(args["artifacts_dir"]):
         problems.append("artifacts_dir %s is a file" % args["artifacts_dir"])
     return problems

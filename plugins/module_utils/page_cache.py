@@ -15,6 +15,7 @@ import ctypes
 import ctypes.util
 import mmap
 import os
+import re
 from dataclasses import dataclass
 
 PAGE_BYTES = mmap.PAGESIZE
@@ -56,41 +57,63 @@ def _pages(length_bytes: int) -> int:
     return (length_bytes + PAGE_BYTES - 1) // PAGE_BYTES
 
 
-def _resident_in_window(fd: int, offset: int, length: int) -> int:
-    """Resident bytes of [offset, offset+length) of the open file; offset page-aligned."""
+def _page_map(fd: int, offset: int, length: int) -> bytes:
+    """One byte per page of [offset, offset+length) of the open file: 1 resident, 0 not.
+    offset page-aligned, length at most WINDOW_BYTES."""
     addr = _libc.mmap(None, length, _PROT_READ, _MAP_SHARED, fd, offset)
     if addr in (None, _MAP_FAILED):
         err = ctypes.get_errno()
         raise OSError(err, "mmap: " + os.strerror(err))
     try:
-        n_pages = _pages(length)
-        vec = (ctypes.c_ubyte * n_pages)()
+        vec = (ctypes.c_ubyte * _pages(length))()
         if _libc.mincore(addr, length, vec) != 0:
             err = ctypes.get_errno()
             raise OSError(err, "mincore: " + os.strerror(err))
         # Only bit 0 has a meaning; the others are reserved.
-        resident_pages = bytes(vec).translate(_LOW_BIT).count(1)
+        return bytes(vec).translate(_LOW_BIT)
     finally:
         _libc.munmap(addr, length)
-    # The last page of the file counts only up to the end of the file.
+
+
+def _resident_in_window(fd: int, offset: int, length: int) -> int:
+    pages = _page_map(fd, offset, length)
+    resident = pages.count(1) * PAGE_BYTES
+    # The last page of the range counts only up to the end of the range.
     tail = (offset + length) % PAGE_BYTES
-    resident = resident_pages * PAGE_BYTES
-    if tail and vec[n_pages - 1] & 1:
+    if tail and pages[-1]:
         resident -= PAGE_BYTES - tail
     return resident
 
 
-def range_residency(fd: int, offset: int, length: int) -> int:
-    """Resident bytes in a byte range of an open file (offset must be page-aligned)."""
+def _windows(offset: int, length: int):
     if offset % PAGE_BYTES:
         raise ValueError("offset %d is not page-aligned" % offset)
-    resident = 0
     end = offset + length
     while offset < end:
         step = min(WINDOW_BYTES, end - offset)
-        resident += _resident_in_window(fd, offset, step)
+        yield offset, step
         offset += step
-    return resident
+
+
+def range_residency(fd: int, offset: int, length: int) -> int:
+    """Resident bytes in a byte range of an open file (offset must be page-aligned)."""
+    return sum(_resident_in_window(fd, o, n) for o, n in _windows(offset, length))
+
+
+def missing_runs(fd: int, offset: int, length: int, merge_gap_bytes: int = 1 << 20):
+    """Byte ranges [(start, length)] of [offset, offset+length) not in the page cache.
+    Runs closer than merge_gap_bytes are merged, so reads stay large and sequential."""
+    runs = []
+    for win_offset, win_length in _windows(offset, length):
+        pages = _page_map(fd, win_offset, win_length)
+        for m in re.finditer(b"\x00+", pages):
+            start = win_offset + m.start() * PAGE_BYTES
+            stop = min(win_offset + m.end() * PAGE_BYTES, offset + length)
+            if runs and start - (runs[-1][0] + runs[-1][1]) < merge_gap_bytes:
+                runs[-1] = (runs[-1][0], stop - runs[-1][0])
+            else:
+                runs.append((start, stop - start))
+    return runs
 
 
 def file_residency(path: str) -> Residency:

@@ -1,8 +1,8 @@
 """Read model files into the page cache: parallel, large sequential reads, resumable.
 
 The files are cut into segments; worker threads take segments in file order and read
-each with large preads into a reused buffer. A segment that mincore says is already
-fully resident is skipped, so a second call (after a time budget ran out, or a call
+the parts of each that mincore says are not resident, with large preads into a reused
+buffer. Resident parts are skipped, so a second call (after a time budget ran out, or a call
 per progress step from a controller loop) continues where the last one stopped instead
 of copying what is already in memory.
 """
@@ -24,7 +24,7 @@ DEFAULT_INCLUDE = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.gguf")
 @dataclass(frozen=True)
 class ReadStats:
     read_bytes: int          # bytes actually read from the files
-    skipped_bytes: int       # bytes in segments that were already resident
+    skipped_bytes: int       # bytes found already resident and not read
     read_s: float
     segments_left: int       # segments not read because the time budget ran out
 
@@ -93,7 +93,8 @@ def warm(paths, threads=8, read_block_bytes=16 << 20, max_duration_s=0.0, clock=
                 except queue.Empty:
                     break
                 fd = fd_for(path)
-                if page_cache.range_residency(fd, offset, length) >= length:
+                runs = page_cache.missing_runs(fd, offset, length)
+                if not runs:
                     skipped += length
                     continue
                 # The deadline applies to reads only, and each worker reads at least one
@@ -102,13 +103,15 @@ def warm(paths, threads=8, read_block_bytes=16 << 20, max_duration_s=0.0, clock=
                     held = 1
                     break
                 first_read = False
-                pos, end = offset, offset + length
-                while pos < end:
-                    n = os.preadv(fd, [view[:min(read_block_bytes, end - pos)]], pos)
-                    if n <= 0:
-                        break  # the file shrank under us; nothing more to read here
-                    pos += n
-                    read += n
+                skipped += length - sum(n for _, n in runs)
+                for pos, n_left in runs:
+                    while n_left > 0:
+                        n = os.preadv(fd, [view[:min(read_block_bytes, n_left)]], pos)
+                        if n <= 0:
+                            break  # the file shrank under us; nothing more to read here
+                        pos += n
+                        n_left -= n
+                        read += n
         except OSError as exc:
             errors.append(exc)
         with lock:

@@ -53,6 +53,14 @@ def _rank_targets(pids, main_pid):
     return targets
 
 
+def _interpreter_dir(pid):
+    """Folder of the service's interpreter as started (a venv's bin/, where SGLang's
+    dependencies put py-spy); /proc/PID/exe would resolve past the venv's symlink."""
+    cmdline = procfs.read_cmdline(pid) if pid else None
+    first = cmdline.split(" ")[0] if cmdline else ""
+    return os.path.dirname(first) if first.startswith("/") else None
+
+
 def _service_pids(req, obs, missing):
     """PIDs of the service and its main PID; fills obs["unit"] in unit mode."""
     if req.pid is not None:
@@ -140,7 +148,8 @@ def probe(req):
 
     if req.stacks:
         if pids:
-            samples, why = pyspy.dump_stacks(_rank_targets(pids, main_pid), req.venv_bin,
+            samples, why = pyspy.dump_stacks(_rank_targets(pids, main_pid),
+                                             req.venv_bin or _interpreter_dir(main_pid),
                                              req.pyspy_timeout_s)
         else:
             samples, why = None, "no process to sample"

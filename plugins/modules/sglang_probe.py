@@ -38,6 +38,7 @@ options:
   since:
     description: Epoch seconds; first call only, the journal is read from then.
     type: float
+    aliases: [since_epoch_s]
   log_file:
     description: With I(pid), a file holding the process's stderr, read like a journal (records end at newline).
     type: path
@@ -46,12 +47,22 @@ options:
     type: int
     default: 2000
   base_url:
-    description: The server's base URL, e.g. C(http://127.0.0.1:30001). Without it, no HTTP check.
+    description:
+      - The server's base URL, e.g. C(http://127.0.0.1:30001).
+      - Without it, C(http://HOST:PORT) from I(host) and I(port); without those either, no HTTP check.
     type: str
+  host:
+    description: Address the server listens on, used with I(port) when I(base_url) is not given.
+    type: str
+    default: 127.0.0.1
+  port:
+    description: The server's HTTP port, used when I(base_url) is not given.
+    type: int
   model:
     description: Model name sent in the one-token completion (the server's served model name).
     type: str
     default: default
+    aliases: [completion_model]
   completion:
     description: When to send the one-token completion. C(auto) sends it only once C(/health) answers 200.
     type: str
@@ -71,8 +82,12 @@ options:
     description: Also take a py-spy dump of every rank (scheduler process), innermost frame first.
     type: bool
     default: false
+    aliases: [want_stacks]
   venv_bin:
-    description: The service virtualenv's bin folder, where py-spy is looked for before PATH.
+    description:
+      - The service virtualenv's bin folder, where py-spy is looked for before PATH.
+      - Without it, the folder of the main process's interpreter (its command line's first
+        word, e.g. C(/opt/sglang/venv/bin/python)) is tried, then PATH.
     type: path
   nvidia_smi:
     description: nvidia-smi executable (name on PATH or a path).
@@ -111,7 +126,7 @@ EXAMPLES = r"""
 - name: Observe the service
   sglang_ops.serving.sglang_probe:
     unit: sglang-k26-ddtree
-    base_url: http://127.0.0.1:30001
+    port: 30001
     model: kimi-k2.6
     api_key_env_file: /etc/sglang/sglang-k26-ddtree.env
   register: probe
@@ -172,16 +187,18 @@ ARGUMENT_SPEC = dict(
     unit=dict(type="str"),
     pid=dict(type="int"),
     cursor=dict(type="str"),
-    since=dict(type="float"),
+    since=dict(type="float", aliases=["since_epoch_s"]),
     log_file=dict(type="path"),
     max_log_records=dict(type="int", default=2000),
     base_url=dict(type="str"),
-    model=dict(type="str", default="default"),
+    host=dict(type="str", default="127.0.0.1"),
+    port=dict(type="int"),
+    model=dict(type="str", default="default", aliases=["completion_model"]),
     completion=dict(type="str", choices=["auto", "always", "never"], default="auto"),
     api_key_env_file=dict(type="path"),
     api_key_name=dict(type="str", default="SGLANG_API_KEY"),
     api_key=dict(type="str", no_log=True),
-    stacks=dict(type="bool", default=False),
+    stacks=dict(type="bool", default=False, aliases=["want_stacks"]),
     venv_bin=dict(type="path"),
     nvidia_smi=dict(type="str", default="nvidia-smi"),
     gpu_timeout_s=dict(type="float", default=5.0),
@@ -192,10 +209,19 @@ ARGUMENT_SPEC = dict(
 )
 
 
+def base_url(p):
+    if p["base_url"]:
+        return p["base_url"]
+    if p["port"]:
+        host = p["host"]
+        return "http://%s:%d" % ("[%s]" % host if ":" in host else host, p["port"])
+    return None
+
+
 def request_from_params(p):
     return ProbeRequest(
         unit=p["unit"], pid=p["pid"], cursor=p["cursor"], since_epoch_s=p["since"],
-        log_file=p["log_file"], base_url=p["base_url"], model=p["model"],
+        log_file=p["log_file"], base_url=base_url(p), model=p["model"],
         completion=p["completion"], api_key=p["api_key"], api_key_env_file=p["api_key_env_file"],
         api_key_name=p["api_key_name"], stacks=p["stacks"], venv_bin=p["venv_bin"],
         nvidia_smi=p["nvidia_smi"], gpu_timeout_s=p["gpu_timeout_s"],

@@ -109,6 +109,17 @@ options:
     description: Longest wait between attempts.
     type: float
     default: 120.0
+  prewarm:
+    description:
+      - Read the model files into the page cache before stopping the old instance (which
+        keeps serving meanwhile), through M(sglang_ops.serving.sglang_prewarm) in short
+        steps with a progress line. Empty (the default) skips it.
+      - Keys are the options of M(sglang_ops.serving.sglang_prewarm) (C(model_path),
+        C(mode), ...) plus C(step_s) (seconds per module call, default 10) and
+        C(max_total_s) (stop reading after this long, 0 = no limit).
+      - A prewarm that fails is reported and skipped; the restart goes on.
+    type: dict
+    default: {}
 attributes:
   check_mode:
     support: full

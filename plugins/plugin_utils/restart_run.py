@@ -67,7 +67,7 @@ def _count(n, word):
 
 class RestartProcedure:
     def __init__(self, host, args, artifacts, settings, make_detector, shell, probe, emit,
-                 format_progress, clock, sleep, backoff, rng):
+                 format_progress, clock, sleep, backoff, rng, prewarm=None):
         self.host = host
         self.args = args
         self.unit = args["unit"]
@@ -81,6 +81,7 @@ class RestartProcedure:
         self.sleep = sleep
         self.backoff = backoff
         self.rng = rng
+        self.prewarm = prewarm  # prewarm(options, step_s, max_total_s) -> summary (issue: shorter restarts)
         self.changed = False
         self.venv = None
         self.record = {
@@ -108,14 +109,18 @@ class RestartProcedure:
         return host_checks.classify_holders(host_checks.parse_gpu_holders(out), self.venv)
 
     def _probe_args(self, cursor, want_stacks, since_epoch_s):
+        """Arguments of sglang_ops.serving.sglang_probe for one poll."""
         a = self.args
         module_args = {"unit": self.unit, "port": a["port"], "host": a["host"],
-                       "cursor": cursor, "want_stacks": bool(want_stacks),
-                       "completion": "auto", "completion_model": a["completion_model"]}
+                       "stacks": bool(want_stacks), "completion": "auto", "model": a["completion_model"]}
+        if cursor is not None:
+            module_args["cursor"] = cursor
         if a.get("api_key_env_file"):
             module_args["api_key_env_file"] = a["api_key_env_file"]
         if since_epoch_s is not None:
-            module_args["since_epoch_s"] = since_epoch_s
+            module_args["since"] = since_epoch_s
+        if self.venv:
+            module_args["venv_bin"] = self.venv.rstrip("/") + "/bin"
         return module_args
 
     # ---- check mode / status --------------------------------------------------------
@@ -174,6 +179,10 @@ class RestartProcedure:
                                    "(set kill_orphans: true to kill them)" % (
                                        self.unit, "; ".join(h.describe() for h in orphans)))
 
+        if self.args.get("prewarm") and self.prewarm is not None:
+            # While the old instance still serves: read the model into the page cache.
+            self.record["prewarm"] = self._prewarm(dict(self.args["prewarm"]))
+
         max_attempts = self.args["max_attempts"]
         earlier_codes = []
         for n in range(1, max_attempts + 1):
@@ -209,6 +218,17 @@ class RestartProcedure:
                                        because=decision.reason, verdict=outcome.verdict)
             self.emit("automatic restart: " + decision.reason)
         raise AssertionError("unreachable: the policy hands over when attempts are exhausted")
+
+    def _prewarm(self, options):
+        step_s = float(options.pop("step_s", 10.0))
+        max_total_s = float(options.pop("max_total_s", 0.0))
+        try:
+            summary = self.prewarm(options, step_s, max_total_s)
+        except Exception as exc:  # the prewarm only shortens the start; the restart goes on without it
+            summary = {"failed": True, "msg": "prewarm failed: %s" % exc}
+        if summary.get("failed"):
+            self.emit("prewarm skipped: %s" % summary.get("msg"))
+        return summary
 
     def _attempt(self, n):
         t0 = self.clock()

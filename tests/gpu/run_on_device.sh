@@ -1,6 +1,7 @@
 #!/bin/bash
-# Part 1 of a recording on the lent GPU machine: install the carried py-spy wheel, note
-# the machine, start the recorder in its own session (it outlives this command) and
+# Part 1 of a recording on a GPU machine whose commands may run 10 minutes at most
+# (files written to $OUT come back): install the carried py-spy wheel, note
+# the machine, start the recorder in its own process session (setsid, so it outlives this command) and
 # copy what it has written so far to $OUT. Part 2 (collect.sh) waits for it to finish.
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1

@@ -72,3 +72,34 @@ def test_mem_available_is_read_in_bytes():
 def test_meminfo_without_mem_available_is_an_error():
     with pytest.raises(ValueError, match="MemAvailable"):
         page_cache.read_mem_available_bytes("MemTotal: 1 kB\n")
+
+
+def test_missing_runs_name_the_parts_not_in_the_page_cache(disk_dir, write_file):
+    path = write_file(os.path.join(disk_dir, "a.safetensors"), 16 * MIB)
+    page_cache.evict_file(path)
+    with open(path, "rb") as fh:
+        fh.seek(4 * MIB)
+        fh.read(4 * MIB)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        runs = page_cache.missing_runs(fd, 0, 16 * MIB, merge_gap_bytes=0)
+        # Readahead may extend the part read, only forward.
+        assert runs[0] == (0, 4 * MIB)
+        assert len(runs) == 2
+        tail_start, tail_len = runs[1]
+        assert tail_start >= 8 * MIB and tail_start + tail_len == 16 * MIB
+        merged = page_cache.missing_runs(fd, 0, 16 * MIB, merge_gap_bytes=32 * MIB)
+        assert merged == [(0, 16 * MIB)]
+    finally:
+        os.close(fd)
+
+
+def test_a_resident_file_has_no_missing_runs(disk_dir, write_file):
+    path = write_file(os.path.join(disk_dir, "a.safetensors"), 2 * MIB + 5)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert page_cache.missing_runs(fd, 0, 2 * MIB + 5) == []
+        page_cache.evict_file(path)
+        assert page_cache.missing_runs(fd, 0, 2 * MIB + 5) == [(0, 2 * MIB + 5)]
+    finally:
+        os.close(fd)

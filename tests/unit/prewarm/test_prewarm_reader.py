@@ -87,3 +87,20 @@ def test_time_budget_stops_taking_segments_and_a_second_call_finishes(model_dir,
     assert second.skipped_bytes >= first.read_bytes
     assert 0 < second.read_bytes <= 12 * MIB - first.read_bytes
     assert page_cache.files_residency(files).fraction == 1.0
+
+
+def test_only_the_missing_part_of_a_partly_resident_file_is_read(model_dir):
+    files = prewarm_reader.model_files([model_dir])
+    for f in files:
+        with open(f, "rb") as fh:
+            fh.read()
+    fd = os.open(files[0], os.O_RDONLY)
+    try:  # drop only the second half of the first file (written out first: dirty pages stay)
+        os.fdatasync(fd)
+        os.posix_fadvise(fd, 2 * MIB, 2 * MIB, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+    stats = prewarm_reader.warm(files, threads=1)
+    assert stats.read_bytes == 2 * MIB
+    assert stats.read_bytes + stats.skipped_bytes == 12 * MIB
+    assert page_cache.files_residency(files).fraction == 1.0

@@ -78,3 +78,17 @@ def test_bad_arguments_fail_before_anything_is_read():
     assert res["failed"] is True and "mutually exclusive" in res["msg"]
     res, raw = run_module({"unit": "x", "log_file": "/tmp/x"})
     assert res["failed"] is True and "log_file" in res["msg"]
+
+
+def test_restart_action_argument_names_and_py_spy_beside_the_interpreter(target):
+    # The restart action passes port/host, want_stacks and completion_model; py-spy is
+    # found beside the service's interpreter (here the test venv, which has it).
+    p, log = target
+    res, raw = run_module({"pid": p.pid, "host": "127.0.0.1", "port": 9, "want_stacks": True,
+                           "completion_model": "m", "cursor": None, "since_epoch_s": None,
+                           "nvidia_smi": "/nonexistent/nvidia-smi"})
+    assert res.get("failed") is not True, raw
+    obs = res["observation"]
+    assert obs["http"] == {"health": None, "completion": None}
+    assert obs["stacks"][0]["pid"] == p.pid and obs["stacks"][0]["rank"] == "TP0"
+    assert obs["stacks"][0]["frames"][-1] == "<module>"

@@ -1,6 +1,7 @@
 """py-spy dump parsing, rank detection, and dumps of real (also stopped) processes."""
 import os
 import signal
+import sys
 import time
 
 import pytest
@@ -46,8 +47,9 @@ def test_without_py_spy_the_reason_is_given(monkeypatch, tmp_path):
         None, "py-spy not found (service venv bin, PATH)")
 
 
-needs_pyspy = pytest.mark.skipif(pyspy.find_pyspy(os.environ.get("PYSPY_BIN")) is None,
-                                 reason="py-spy not installed here (set PYSPY_BIN to its folder)")
+# py-spy is in requirements.txt, so it sits beside the interpreter running the tests.
+BIN = os.environ.get("PYSPY_BIN") or os.path.dirname(sys.executable)
+needs_pyspy = pytest.mark.skipif(pyspy.find_pyspy(BIN) is None, reason="py-spy not installed (requirements.txt)")
 
 
 @needs_pyspy
@@ -61,10 +63,9 @@ def test_real_dump_of_running_and_stopped_process(child):
         barrier_wait()
         """, "--tp-rank", "4")
     assert p.stdout.readline() == b"up\n"
-    bin_dir = os.environ.get("PYSPY_BIN")
-    running, why = pyspy.dump_stacks([(p.pid, "TP4")], venv_bin=bin_dir)
+    running, why = pyspy.dump_stacks([(p.pid, "TP4")], venv_bin=BIN)
     assert why is None and running[0]["frames"][0] == "barrier_wait"
     os.kill(p.pid, signal.SIGSTOP)
     time.sleep(0.3)
-    stopped, why = pyspy.dump_stacks([(p.pid, "TP4")], venv_bin=bin_dir)
+    stopped, why = pyspy.dump_stacks([(p.pid, "TP4")], venv_bin=BIN)
     assert why is None and stopped == running

@@ -30,8 +30,9 @@ def test_first_probe_asks_for_journal_since_the_start_then_follows_the_cursor(tm
     proc, _, probe, clock, _, _ = make_procedure(tmp_path, [[progressing(), ready()]])
     t_start = clock()
     proc.restart()
-    assert probe.calls[0]["since_epoch_s"] == t_start and probe.calls[0]["cursor"] is None
-    assert probe.calls[1]["cursor"] == "cursor-1" and "since_epoch_s" not in probe.calls[1]
+    assert probe.calls[0]["since"] == t_start and "cursor" not in probe.calls[0]
+    assert probe.calls[1]["cursor"] == "cursor-1" and "since" not in probe.calls[1]
+    assert probe.calls[0]["venv_bin"] == "/opt/sglang/venv/bin" and probe.calls[0]["model"] == "default"
 
 
 def test_stall_in_first_attempt_is_diagnosed_then_restarted_to_ready(tmp_path):
@@ -150,7 +151,7 @@ def test_stacks_are_requested_on_the_poll_after_the_detector_asks(tmp_path):
     suspect = ("suspect", "post_load", "suspect", "flat")
     proc, _, probe, *_ = make_procedure(tmp_path, [[progressing(), suspect, ready()]])
     proc.restart()
-    assert [c["want_stacks"] for c in probe.calls] == [False, False, True]
+    assert [c["stacks"] for c in probe.calls] == [False, False, True]
 
 
 def test_a_few_probe_failures_are_tolerated(tmp_path):
@@ -199,3 +200,49 @@ def test_a_stop_job_that_never_ends_is_handed_over(tmp_path):
     res = proc.restart()
     assert res["reason_code"] == "gpu_not_released" and "did not settle" in res["reason"]
     assert "start" not in host.events
+
+
+def test_hosts_watched_in_parallel_keep_their_own_state(tmp_path):
+    import threading
+
+    results = {}
+
+    def run(name, scripts):
+        proc, *_ = make_procedure(tmp_path / name, scripts)
+        proc.host = name
+        results[name] = proc.restart()
+
+    threads = [threading.Thread(target=run, args=("a", [[stalled("stall_idle")], [stalled("stall_idle")]])),
+               threading.Thread(target=run, args=("b", [[progressing(), ready()]]))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results["a"]["outcome"] == "gave_up" and len(results["a"]["attempts"]) == 2
+    assert results["b"]["outcome"] == "ready" and len(results["b"]["attempts"]) == 1
+    assert results["a"]["artifacts"] != results["b"]["artifacts"]
+
+
+def test_prewarm_runs_before_the_first_stop_and_is_recorded(tmp_path):
+    order = []
+    proc, host, *_ = make_procedure(tmp_path, [[ready()]], prewarm={"model_path": "/m", "step_s": 5})
+
+    def prewarm(options, step_s, max_total_s):
+        order.append(("prewarm", list(host.events), options, step_s))
+        return {"msg": "prewarm: 10% -> 100% resident", "done": True}
+
+    proc.prewarm = prewarm
+    res = proc.restart()
+    assert order == [("prewarm", [], {"model_path": "/m"}, 5.0)]
+    assert json.load(open(res["run_json"]))["prewarm"]["done"] is True
+
+
+def test_a_failing_prewarm_does_not_stop_the_restart(tmp_path):
+    proc, _, _, _, lines, _ = make_procedure(tmp_path, [[ready()]], prewarm={"model_path": "/m"})
+
+    def prewarm(options, step_s, max_total_s):
+        raise RuntimeError("module not found")
+
+    proc.prewarm = prewarm
+    assert proc.restart()["outcome"] == "ready"
+    assert any("prewarm skipped" in line for line in lines)
