@@ -7,7 +7,7 @@ import random
 import shlex
 import time
 
-from ansible.errors import AnsibleActionFail
+from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
@@ -87,6 +87,9 @@ class ActionModule(ActionBase):
                 outcome = procedure.restart()
         except RemoteStepFailed as exc:
             outcome = procedure.give_up_on_error(str(exc))
+        except BaseException as exc:  # unreachable, Ctrl-C: keep run.json true to what happened
+            procedure.note_interrupted("%s: %s" % (type(exc).__name__, exc))
+            raise
         finally:
             self._remove_tmp_path(self._connection._shell.tmpdir)
         result.update(outcome)
@@ -105,8 +108,17 @@ class ActionModule(ActionBase):
         return res.get("rc", 1), res.get("stdout", ""), res.get("stderr", "")
 
     def _probe(self, module_args, task_vars):
-        return self._execute_module(module_name=PROBE_MODULE, module_args=module_args,
-                                    task_vars=task_vars)
+        # A connection that drops for a moment must not end a ten-minute watch: the
+        # watch loop tolerates a few failed polls in a row.
+        try:
+            return self._execute_module(module_name=PROBE_MODULE, module_args=module_args,
+                                        task_vars=task_vars)
+        except AnsibleConnectionFailure as exc:
+            try:
+                self._connection.reset()
+            except Exception:  # the next poll tries again either way
+                pass
+            return {"failed": True, "msg": "connection failed: %s" % exc}
 
 
 def _sh_quote(text):

@@ -10,9 +10,9 @@ description:
     rest fits, and if so reads it with several threads and large sequential reads while
     the running server keeps serving. The next start then loads from memory instead of
     disk.
-  - Segments already resident are skipped, so the module can be called repeatedly with a
-    small I(max_duration_s) to drive a progress display; each call continues where the
-    previous one stopped.
+  - Parts already resident are not read again, so the module can be called repeatedly
+    with a small I(max_duration_s) to drive a progress display; each call continues where
+    the previous one stopped.
   - With I(evict=true) it drops the files from the page cache instead (posix_fadvise
     DONTNEED; no privileges needed beyond reading the files). Used to measure a cold start.
   - Residency is exact when the module runs as root or as the owner of the files; for
@@ -131,7 +131,7 @@ read_bytes:
   returned: always
   type: int
 skipped_bytes:
-  description: Bytes in segments found already resident and not read again.
+  description: Bytes found already resident and not read again.
   returned: always
   type: int
 read_s:

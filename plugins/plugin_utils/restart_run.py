@@ -336,6 +336,15 @@ class RestartProcedure:
         })
 
     # ---- endings -----------------------------------------------------------------------
+    def note_interrupted(self, reason):
+        """Record a run cut short by something outside the procedure (lost host, Ctrl-C)."""
+        self.record.update({"finished": iso_utc(self.clock()), "outcome": "interrupted",
+                            "gave_up_because": redact_secrets(reason)})
+        try:
+            self.artifacts.write_run(self.record)
+        except OSError:
+            pass
+
     def give_up_on_error(self, message):
         return self._hand_over("unknown", "remote_step_failed", message)
 

@@ -246,3 +246,10 @@ def test_a_failing_prewarm_does_not_stop_the_restart(tmp_path):
     proc.prewarm = prewarm
     assert proc.restart()["outcome"] == "ready"
     assert any("prewarm skipped" in line for line in lines)
+
+
+def test_a_run_cut_short_is_recorded_as_interrupted(tmp_path):
+    proc, *_ = make_procedure(tmp_path, [[ready()]])
+    proc.note_interrupted("KeyboardInterrupt: ")
+    run = json.load(open(os.path.join(proc.artifacts.path, "run.json")))
+    assert run["outcome"] == "interrupted" and run["finished"]
