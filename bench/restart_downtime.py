@@ -9,9 +9,10 @@ cache is this kernel's and the container sees the same files.
 Each run, while the old server keeps serving, first drops the model from the page
 cache (the previous run's start read it in), so both cases start from the same state:
   cold       playbooks/prewarm.yml -e sglang_prewarm_evict=true   (posix_fadvise DONTNEED)
-  prewarmed  the same, then playbooks/prewarm.yml                  (the real prewarm step)
-then playbooks/restart.yml (stop, GPU check, start, watch until ready; or with
---driver systemctl, systemctl stop + start). A client polls
+  prewarmed  the same, then the restart action's prewarm step (sglang_restart_prewarm)
+then playbooks/restart.yml (prewarm, stop, GPU check, start, watch until ready). With
+--driver systemctl (used when the restart playbook cannot observe the host) the
+prewarm is playbooks/prewarm.yml and the restart systemctl stop + start. A client polls
 /v1/completions every 0.25 s the whole time; downtime is the gap between the last
 completion before the stop and the first one after the start, as a user sees it. The
 stand-in's own "Load weight end. elapsed=" line gives the weight-load share.
@@ -44,9 +45,6 @@ API_KEY = "demo-key-not-secret"      # inventories/demo/group_vars/sglang.yml
 MODEL_NAME = "kimi-k2.6"
 MIB = 2**20
 STANDIN_POST_LOAD_S = 1.5           # the stand-in's post_load_s default
-
-sys.path[:0] = [os.path.join(ROOT, "collections")]
-from ansible_collections.sglang_ops.serving.plugins.module_utils import page_cache  # noqa: E402
 
 
 def say(text):
@@ -174,6 +172,12 @@ class Bench:
         self.playbook("playbooks/site.yml")
         say("serving at http://%s:%d" % (self.ip, PORT))
 
+    def last_run_record(self):
+        base = os.path.join(WORK, "artifacts", HOST)
+        latest = sorted(os.listdir(base))[-1]
+        with open(os.path.join(base, latest, "run.json"), encoding="utf-8") as fh:
+            return json.load(fh)
+
     def restart_vars(self):
         return {"sglang_restart_poll_s": 1, "sglang_restart_max_attempts": 1,
                 "sglang_restart_artifacts_dir": os.path.join(WORK, "artifacts")}
@@ -221,49 +225,54 @@ class Bench:
         if not self.completion_ok(timeout_s=10):
             raise SystemExit("the server does not answer before run %d" % n)
         # Both cases start from the same state: the model evicted from the page cache
-        # (the previous run's start read it in). The prewarmed case then runs the prewarm.
+        # (the previous run's start read it in). The prewarmed case then reads it back:
+        # through the restart action's own prewarm step (sglang_restart_prewarm) with the
+        # playbook driver, or through playbooks/prewarm.yml before systemctl.
         t0 = time.monotonic()
         step = self.prewarm(evict=True)
-        if not cold:
+        if not cold and self.args.driver != "playbook":
             step = self.prewarm(evict=False)
         prep_s = time.monotonic() - t0
-        residency = self.residency()
         poller = Poller(self.completion_ok)
         poller.start()
         while poller.last_ok is None:
             time.sleep(0.05)
         started = time.time()
         if self.args.driver == "playbook":
-            self.playbook("playbooks/restart.yml", "-e", json.dumps(self.restart_vars()))
+            extra = self.restart_vars()
+            if not cold:
+                extra["sglang_restart_prewarm"] = {"model_path": MODEL_IN_CONTAINER, "step_s": 2}
+            self.playbook("playbooks/restart.yml", "-e", json.dumps(extra))
+            if not cold:
+                step = self.last_run_record().get("prewarm") or {}
         else:
             self.exec("systemctl", "stop", UNIT)
             # Every start counts toward the unit's StartLimitBurst (3 per hour), manual ones too.
             self.exec("systemctl", "reset-failed", UNIT, check=False)
             self.exec("systemctl", "start", UNIT)
-        while poller.first_ok_after_gap is None and poller.elapsed() < 120:
+        deadline = time.monotonic() + 120
+        while poller.first_ok_after_gap is None and time.monotonic() < deadline:
             time.sleep(0.1)
         poller.stop()
         if poller.first_ok_after_gap is None:
             raise SystemExit("run %d: no completion within 120 s after the restart" % n)
+        # Residency the start found, as the evict or prewarm step measured it just before.
+        residency = step.get("resident_fraction_after", 0.0)
         load_s = self.load_weight_s(started)
         row = {"run": n, "cache": label, "prep_s": round(prep_s, 1),
-               "prewarm_msg": step["msg"], "prewarm_read_bytes": step["read_bytes"],
-               "prewarm_read_s": step["read_s"], "prewarm_bytes_per_s": step["read_bytes_per_s"],
+               "prewarm_msg": step.get("msg", ""), "prewarm_read_bytes": step.get("read_bytes", 0),
+               "prewarm_read_s": step.get("read_s", 0.0),
+               "prewarm_bytes_per_s": step.get("read_bytes_per_s", 0.0),
                "resident_before_restart": round(residency, 3),
                "downtime_s": round(poller.downtime_s(), 2),
                "load_weight_s": load_s,
                # The stand-in's "Load weight end. elapsed=" includes its post-load pause.
                "shard_read_s": (round(load_s - STANDIN_POST_LOAD_S * self.args.time_scale, 2)
                                 if load_s is not None else None)}
-        say("run %d %-9s %s" % (n, label, step["msg"]))
+        say("run %d %-9s %s" % (n, label, row["prewarm_msg"]))
         say("run %d %-9s resident %3.0f%% at stop, downtime %6.2f s, shard reads %s s"
             % (n, label, 100 * residency, row["downtime_s"], row["shard_read_s"]))
         return row
-
-    def residency(self):
-        files = [os.path.join(self.model_dir, f) for f in sorted(os.listdir(self.model_dir))
-                 if f.endswith(".safetensors")]
-        return page_cache.files_residency(files).fraction
 
 
 class Poller(threading.Thread):
@@ -272,14 +281,10 @@ class Poller(threading.Thread):
     def __init__(self, probe, interval_s=0.25):
         super().__init__(daemon=True)
         self.probe, self.interval_s = probe, interval_s
-        self.t0 = time.monotonic()
         self.last_ok = None
         self.gap_seen = False
         self.first_ok_after_gap = None
         self._stop_event = threading.Event()
-
-    def elapsed(self):
-        return time.monotonic() - self.t0
 
     def run(self):
         while not self._stop_event.is_set() and self.first_ok_after_gap is None:
