@@ -1,6 +1,7 @@
 """What `bin/sglang-ops restart` and `status` share: their arguments, finding
 ansible-runner (re-running the command inside the project's .venv when the current
 interpreter lacks it), and turning the playbook's outcome into an exit status."""
+import argparse
 import importlib.util
 import os
 import sys
@@ -21,6 +22,8 @@ EXIT_CODES_EPILOG = """exit status:
 
 
 def add_arguments(parser):
+    parser.epilog = EXIT_CODES_EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("-i", "--inventory", default=os.path.join(ROOT, "inventories", "demo"),
                         help="inventory file or folder (default: inventories/demo)")
     parser.add_argument("--limit", metavar="HOST", help="only these hosts (Ansible --limit pattern)")

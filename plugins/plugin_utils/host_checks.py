@@ -211,6 +211,14 @@ def active_state_cmd(unit):
     return "systemctl show --property=ActiveState,SubState -- %s" % shlex.quote(service_name(unit))
 
 
+DAEMON_RELOAD_CMD = "systemctl daemon-reload"
+
+
+def restart_pending(props):
+    """systemd's Restart= is about to start the unit again by itself."""
+    return props.get("SubState") == "auto-restart"
+
+
 def settled_after_stop(props):
     """True once the stop job is over: no deactivating, no pending auto-restart."""
     return props.get("ActiveState") in ("inactive", "failed")

@@ -18,6 +18,7 @@ from ansible_collections.sglang_ops.serving.plugins.plugin_utils.trace_writer im
     TraceWriter, relative_observation, trace_header)
 
 RELEASE_POLL_S = 2.0
+SETTLE_NUDGE_S = 10.0
 DIAGNOSTIC_TIMEOUT_S = 90
 
 
@@ -276,11 +277,23 @@ class RestartProcedure:
                     self.unit, "; ".join("PID %d (state %s): %s" % p for p in left)))
             self.shell(host_checks.kill_unit_cmd(self.unit), 60)
             self.sleep(RELEASE_POLL_S)
+        settle_began, nudged = self.clock(), False
         while True:
             _, out, _ = self._sh(host_checks.active_state_cmd(self.unit), "systemctl show")
             props = host_checks.parse_show(out)
             if host_checks.settled_after_stop(props):
                 break
+            if host_checks.restart_pending(props):
+                # systemd's own Restart= fired meanwhile: cancel it, the procedure starts.
+                self.shell(host_checks.stop_cmd(self.unit, 30), 60)
+            elif not nudged and self.clock() - settle_began >= SETTLE_NUDGE_S:
+                # The processes are gone (checked above) but systemd still waits for the
+                # cgroup-empty notice, which some container setups never deliver; a
+                # daemon-reload makes it look at the cgroup again.
+                self.emit("no process left but %s is still %s/%s: daemon-reload so systemd sees it" % (
+                    self.unit, props.get("ActiveState"), props.get("SubState")))
+                self.shell(host_checks.DAEMON_RELOAD_CMD, 60)
+                nudged = True
             if self.clock() >= deadline:
                 return ("gpu_not_released", "%s did not settle after stop (ActiveState=%s, SubState=%s)" % (
                     self.unit, props.get("ActiveState"), props.get("SubState")))

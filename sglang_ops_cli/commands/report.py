@@ -8,12 +8,10 @@ report's five-line summary and the paths written.
 exit status: 0 written; 1 the report could not be written; 2 usage (no such path, not a
 trace or run directory, malformed trace).
 """
-import argparse
 import json
 import os
 import sys
 
-NAME = "report"
 HELP = "render the incident report of a trace file or a restart run directory"
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_REPORTS_DIR = os.path.join(ROOT, "artifacts", "reports")
@@ -74,15 +72,3 @@ def run(args, out=None, err=None):
             out.write("%-8s %s\n" % (kind, paths[kind]))
     return EXIT_OK
 
-
-def register(subparsers):
-    parser = subparsers.add_parser(NAME, help=HELP, description=HELP)
-    add_arguments(parser)
-    parser.set_defaults(func=run)
-    return parser
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="sglang-ops " + NAME, description=HELP)
-    add_arguments(parser)
-    return run(parser.parse_args(argv))

@@ -10,6 +10,7 @@ import os
 import pytest
 
 from sglang_ops_cli import playbook_command, playbook_run
+from sglang_ops_cli.cli import main
 from sglang_ops_cli.commands import restart, status
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -108,12 +109,12 @@ def test_restart_and_status_run_their_own_playbooks():
 
 def test_restart_command_maps_the_playbook_outcome(monkeypatch):
     monkeypatch.setattr(restart, "PLAYBOOK", PLAYBOOK)
-    assert restart.main(["-i", INVENTORY, "--limit", "local", "-e", "demo_fail=true"]) == 1
+    assert main(["restart", "-i", INVENTORY, "--limit", "local", "-e", "demo_fail=true"]) == 1
 
 
 def test_status_command_maps_ready_to_0(monkeypatch):
     monkeypatch.setattr(status, "PLAYBOOK", PLAYBOOK)
-    assert status.main(["-i", INVENTORY, "--limit", "local"]) == 0
+    assert main(["status", "-i", INVENTORY, "--limit", "local"]) == 0
 
 
 def test_status_reads_the_detectors_verdict_not_the_check_mode_outcome():

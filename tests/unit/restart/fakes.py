@@ -72,8 +72,10 @@ class ScriptedDetector:
 class FakeHost:
     """Answers the procedure's shell commands; records what was done to the unit."""
 
-    def __init__(self, installed=True, holders=(), holders_after_stop=None, pids_after_stop=0, settle_polls=0):
+    def __init__(self, installed=True, holders=(), holders_after_stop=None, pids_after_stop=0, settle_polls=0,
+                 reload_settles=False):
         self.settle_polls = settle_polls          # polls that still show the stop job running
+        self.reload_settles = reload_settles      # a daemon-reload ends the stop job (missed cgroup-empty notice)
         self.installed = installed
         self.holders = list(holders)              # HOLDER rows before the first stop
         self.holders_after_stop = holders_after_stop  # rows after a stop (default: none)
@@ -100,6 +102,11 @@ class FakeHost:
                 self.settle_polls -= 1
                 return 0, "ActiveState=deactivating\nSubState=stop-sigterm\n", ""
             return 0, "ActiveState=%s\nSubState=dead\n" % ("inactive" if self.stopped else "active"), ""
+        if cmd == hc.DAEMON_RELOAD_CMD:
+            self.events.append("daemon-reload")
+            if self.reload_settles:
+                self.settle_polls = 0
+            return 0, "", ""
         if cmd == hc.gpu_holders_cmd(UNIT):
             return 0, self._holders_text(), ""
         if cmd.startswith("timeout") and "systemctl stop" in cmd:

@@ -194,12 +194,19 @@ def test_the_start_waits_until_the_stop_job_is_over(tmp_path):
     assert clock.slept[:3] == [2.0, 2.0, 2.0]
 
 
+def test_a_stop_job_stuck_without_processes_gets_one_daemon_reload(tmp_path):
+    host = FakeHost(settle_polls=10_000, reload_settles=True)
+    proc, host, *_ = make_procedure(tmp_path, [[ready()]], host=host, release_timeout_s=60.0)
+    assert proc.restart()["outcome"] == "ready"
+    assert host.events == ["stop", "daemon-reload", "start"]
+
+
 def test_a_stop_job_that_never_ends_is_handed_over(tmp_path):
     proc, host, *_ = make_procedure(tmp_path, [[ready()]], host=FakeHost(settle_polls=10_000),
-                                    release_timeout_s=10.0)
+                                    release_timeout_s=30.0)
     res = proc.restart()
     assert res["reason_code"] == "gpu_not_released" and "did not settle" in res["reason"]
-    assert "start" not in host.events
+    assert "start" not in host.events and host.events.count("daemon-reload") == 1
 
 
 def test_hosts_watched_in_parallel_keep_their_own_state(tmp_path):
