@@ -3,7 +3,7 @@ import os
 
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.trace_writer import read_trace
 
-from fakes import FakeHost, FakeProbe, Clock, make_procedure, progressing, ready, stalled
+from restart_fakes import FakeHost, FakeProbe, Clock, make_procedure, progressing, ready, stalled
 
 
 def _run_json(res):
