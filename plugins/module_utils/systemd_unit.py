@@ -54,12 +54,18 @@ def _env_files(v):
     return files
 
 
-def parse_show(text):
+def parse_properties(text):
+    """`systemctl show` output (KEY=VALUE lines) as a dict."""
     props = {}
     for line in text.splitlines():
         key, sep, value = line.partition("=")
         if sep:
             props[key.strip()] = value.strip()
+    return props
+
+
+def parse_show(text):
+    props = parse_properties(text)
     main_pid = _int_or_none(props.get("MainPID"))
     return UnitState(
         active=props.get("ActiveState", ""), sub=props.get("SubState", ""),

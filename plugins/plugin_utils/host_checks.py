@@ -6,6 +6,8 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
+from ansible_collections.sglang_ops.serving.plugins.module_utils import systemd_unit
+
 UNIT_NAME = re.compile(r"^[A-Za-z0-9@_.:\\-]+$")
 SHOW_PROPERTIES = ("LoadState", "ActiveState", "SubState", "MainPID", "ExecStart", "ControlGroup",
                    "FragmentPath")
@@ -33,13 +35,7 @@ def show_cmd(unit):
     return "systemctl show --property=%s -- %s" % (",".join(SHOW_PROPERTIES), shlex.quote(service_name(unit)))
 
 
-def parse_show(text):
-    props = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition("=")
-        if sep:
-            props[key.strip()] = value.strip()
-    return props
+parse_show = systemd_unit.parse_properties
 
 
 def unit_installed(props):

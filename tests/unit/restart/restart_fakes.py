@@ -1,7 +1,7 @@
 """A scripted host, probe, detector and clock for driving the restart procedure without Ansible."""
 import random
-from dataclasses import dataclass, field
 
+from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Assessment
 from ansible_collections.sglang_ops.serving.plugins.module_utils.restart_policy import Backoff
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import host_checks as hc
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import RunArtifacts
@@ -23,25 +23,6 @@ class Clock:
     def sleep(self, s):
         self.slept.append(s)
         self.now += s
-
-
-@dataclass
-class Assessment:
-    t: float
-    phase: str
-    verdict: str
-    reason_code: str
-    reason: str
-    want_stacks: bool = False
-    evidence: dict = field(default_factory=dict)
-    progress: dict = field(default_factory=dict)
-
-    @property
-    def final(self):
-        return self.verdict in ("ready", "stalled", "failed")
-
-    def to_dict(self):
-        return dict(self.__dict__)
 
 
 def progressing(phase="weight_load"):
