@@ -46,13 +46,13 @@ molecule: venv image
 
 test: unit lint molecule
 
-demo: image
+demo: venv image
 	bin/demo
 
 bench: venv
 	$(PY) bench/detector.py
 
-bench-restart: image
+bench-restart: venv image
 	$(PY) bench/restart_downtime.py
 
 clean:
