@@ -15,6 +15,10 @@ ERROR_LINE = re.compile(
     r"address already in use|unbalanced|killed|abort", re.IGNORECASE)
 
 
+# systemd's own record of the main process ending, as `journalctl -u` shows it.
+MAIN_PROCESS_EXITED = re.compile(r"Main process exited")
+
+
 def _numeric_last_moved(evidence):
     last = (evidence or {}).get("last_moved") or {}
     return {k: float(v) for k, v in last.items() if isinstance(v, (int, float))}
@@ -25,15 +29,25 @@ def onset(verdict, decided_t, decision, observations, lines):
     if decided_t is None:
         return None, "no verdict"
     if verdict == "failed":
+        named = _named_fatal_texts(decision)
+        for line in lines:
+            if line.t <= decided_t and line.text in named:
+                return line.t, "first fatal line in the journal"
+        gone = _main_process_gone_t(observations, decided_t)
+        if decision.get("reason_code") == "process_exited":
+            # journal records carry their own time, which can be a little after the
+            # observation that delivered them: look at what the deciding poll had seen
+            seen = trace_signals.log_lines([o for o in observations if o["t"] <= decided_t])
+            for line in seen:
+                if MAIN_PROCESS_EXITED.search(line.text):
+                    return min(line.t, decided_t), "systemd saw the main process exit"
+            if gone is not None:
+                return gone, "main process gone"
         for line in lines:
             if line.t <= decided_t and line.t >= decided_t - 120 and ERROR_LINE.search(line.text):
                 return line.t, "first error line in the journal"
-        for prev, obs in zip(observations, observations[1:]):
-            unit = obs.get("unit") or {}
-            was = (prev.get("unit") or {}).get("main_pid")
-            if obs["t"] <= decided_t and (unit.get("active") in ("failed", "inactive")
-                                          or (was and unit.get("main_pid") not in (None, was))):
-                return float(obs["t"]), "main process gone"
+        if gone is not None:
+            return gone, "main process gone"
         return decided_t, "detector decision"
     if verdict == "stalled":
         last = _numeric_last_moved(decision.get("evidence"))
@@ -45,10 +59,27 @@ def onset(verdict, decided_t, decision, observations, lines):
     return decided_t, "detector decision"
 
 
+def _named_fatal_texts(decision):
+    """The fatal lines the detector named, as the report's journal lines carry them."""
+    return [trace_signals.split_prefix(redact(str(x)))[2] for x in (decision.get("evidence") or {}).get("fatal_lines") or []]
+
+
+def _main_process_gone_t(observations, decided_t):
+    """The first observation, up to the decision, where the unit's main process was gone."""
+    for prev, obs in zip(observations, observations[1:]):
+        if obs["t"] > decided_t or not obs.get("unit"):
+            continue
+        unit = obs["unit"]
+        was = (prev.get("unit") or {}).get("main_pid")
+        if unit.get("active") in ("failed", "inactive") or (was and unit.get("main_pid") != was):
+            return float(obs["t"])
+    return None
+
+
 def _fatal_log_lines(decision, lines, onset_t, decided_t):
     """The journal lines that made the verdict: the detector's fatal_lines when it named
     them, else error-looking lines between onset and decision."""
-    named = [trace_signals.split_prefix(redact(str(x)))[2] for x in (decision.get("evidence") or {}).get("fatal_lines") or []]
+    named = _named_fatal_texts(decision)
     window = [ln for ln in lines if onset_t is not None and onset_t <= ln.t <= (decided_t if decided_t is not None else onset_t)]
     if named:
         picked = [ln for ln in window if ln.text in named] or [ln for ln in lines if ln.text in named]

@@ -94,7 +94,7 @@ def test_onset_gets_a_wall_clock_time_when_the_attempt_start_is_recorded():
            "attempts": [{"n": 1, "verdict": "failed", "phase": "post_load", "reason_code": "fatal_packing",
                          "reason": "r", "t": 90.0, "action": "handed_over", "started_epoch_s": 1798578000.0}]}
     inc = _packing_incident(run=run)
-    assert "t+1m23s into the start (first error line in the journal; 2026-12-29 21:01:23 UTC)" in inc.summary[2]
+    assert "t+1m23s into the start (first fatal line in the journal; 2026-12-29 21:01:23 UTC)" in inc.summary[2]
     assert "decided at t+1m30s (2026-12-29 21:01:30 UTC)" in inc.summary[2]
 
 
