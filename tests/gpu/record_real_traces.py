@@ -11,17 +11,28 @@ trace:
   crash    SIGKILL half way through the weight load                   -> failed
   hang     SIGSTOP right after "Load weight end" (a true hang)        -> stalled
 
+and, with tests/gpu/tp_server.py (one process per GPU, NCCL; needs --tp-size GPUs):
+
+  autotune       every rank runs a GPU-bound kernel autotune for minutes,
+                 then graph capture, HTTP up, completion answered        -> ready
+  hung_allreduce during graph capture the last rank stops entering the
+                 all-reduce while rank 0 waits inside it                 -> stalled
+
 This script plays the part systemd plays on a real host: it is the service's parent,
 so it fills the observation's `unit` from what it knows as the parent (running, or
-failed with the signal once reaped). Everything else comes from the probe.
+failed with the signal once reaped). Everything else comes from the probe, including
+`missing` (what it could not read, and why). Every nvidia-smi call the probe makes is
+timed; the answer times go into the trace header (`recorded.nvidia_smi_s`).
 
 Also saves raw nvidia-smi output (both query forms and the table, idle and loaded) for
 the parser tests. Usage:
   python3 tests/gpu/record_real_traces.py --out DIR [--work /tmp/x] [--budget-s 540]
+      [--scenarios healthy,crash,hang,autotune,hung_allreduce]
 """
 import argparse
 import json
 import os
+import statistics
 import signal
 import subprocess
 import sys
@@ -40,7 +51,22 @@ def import_probe(tmp):
         os.symlink(REPO, link)
     sys.path.insert(0, root)
     from ansible_collections.sglang_ops.serving.plugins.module_utils import nvidia_smi, probe
+    nvidia_smi.bounded_run = timed(nvidia_smi.bounded_run)
     return probe, nvidia_smi
+
+
+SMI_CALLS = []  # (form, seconds, rc, timed_out) of every nvidia-smi call, in order
+
+
+def timed(run):
+    """The probe's own nvidia-smi calls, each with its answer time noted."""
+    def wrapper(argv, timeout_s, env=None):
+        t0 = time.monotonic()
+        res = run(argv, timeout_s, env=env)
+        form = next((a.split("=")[0].lstrip("-") for a in argv[1:] if a.startswith("--query")), "table")
+        SMI_CALLS.append((form, round(time.monotonic() - t0, 3), res.rc, res.timed_out))
+        return res
+    return wrapper
 
 
 def write_shards(shard_dir, n_shards, shard_mib):
@@ -84,22 +110,32 @@ def capture_nvidia_smi(nvidia_smi_mod, dest, tag):
                 f.write("\n# rc=%s stderr=%s\n" % (p.returncode, p.stderr))
 
 
+def shard_loader_argv(args, port):
+    return [os.path.join(REPO, "tests/gpu/shard_loader.py"), "--model-path", args.shards, "--port", str(port),
+            "--tp-rank", "0", "--repack-s", str(args.repack_s), "--post-load-s", str(args.post_load_s)]
+
+
+def tp_server_argv(args, port, scenario, extra=()):
+    return [os.path.join(REPO, "tests/gpu/tp_server.py"), "--scenario", scenario, "--port", str(port),
+            "--tp-size", str(args.tp_size), "--tune-s", str(args.tune_s)] + list(extra)
+
+
 class Recorder:
-    def __init__(self, probe_mod, args, name, description, port):
+    def __init__(self, probe_mod, args, name, description, port, argv=None, unit="shard-loader (pid mode)", gpus=1):
         self.probe_mod, self.args, self.name, self.port = probe_mod, args, name, port
-        self.description = description
+        self.description, self.unit, self.gpus = description, unit, gpus
+        self.argv = argv or shard_loader_argv(args, port)
         self.log_path = os.path.join(args.work, "%s.stderr.log" % name)
         self.trace_path = os.path.join(args.out, "%s.jsonl" % name)
         self.costs = []
         self.missing = []
+        self.smi = []  # per poll: [t, seconds of each nvidia-smi call the probe made]
 
     def start(self):
         self.log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, os.path.join(REPO, "tests/gpu/shard_loader.py"), "--model-path",
-             self.args.shards, "--port", str(self.port), "--tp-rank", "0",
-             "--repack-s", str(self.args.repack_s), "--post-load-s", str(self.args.post_load_s)],
-            stdout=self.log, stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        # Its own process group, so the ranks it starts go down with it at the end.
+        self.proc = subprocess.Popen([sys.executable] + self.argv, stdout=self.log, stderr=subprocess.STDOUT,
+                                     env=dict(os.environ, PYTHONUNBUFFERED="1"), start_new_session=True)
         self.t0 = time.time()
         self.cursor = None
         self.observations = []
@@ -122,6 +158,7 @@ class Recorder:
             base_url="http://127.0.0.1:%d" % self.port, model="shard-loader", stacks=stacks,
             venv_bin=self.args.pyspy_bin, gpu_timeout_s=5.0, http_timeout_s=2.0)
         unit = self.unit_view()
+        calls_before = len(SMI_CALLS)
         res = self.probe_mod.probe(req)
         self.cursor = res["cursor"]
         obs = res["observation"]
@@ -130,7 +167,12 @@ class Recorder:
             rec["t"] = round(rec.pop("ts") - self.t0, 2)
         out = {"t": t, "unit": unit}
         out.update(obs)
-        self.missing.append({k: v for k, v in res["missing"].items() if k != "unit"})
+        # The pid-mode note is this recorder's doing (it fills `unit` itself), not a gap.
+        missing = {k: v for k, v in res["missing"].items() if k != "unit"}
+        if missing:
+            out["missing"] = missing
+        self.missing.append(missing)
+        self.smi.append([t] + [c[1] for c in SMI_CALLS[calls_before:]])
         self.observations.append(out)
         self.costs.append(res["cost"])
         return out
@@ -140,21 +182,20 @@ class Recorder:
             return f.read().decode("utf-8", errors="replace")
 
     def write(self, expect, extra):
-        header = {"format": "sglang-trace/1", "name": self.name, "unit": "shard-loader (pid mode)",
-                  "poll_s": self.args.poll_s, "gpus": 1, "description": self.description,
-                  "expect": expect, "recorded": extra}
+        header = {"format": "sglang-trace/1", "name": self.name, "unit": self.unit,
+                  "poll_s": self.args.poll_s, "gpus": self.gpus, "description": self.description,
+                  "expect": expect, "recorded": dict(extra, nvidia_smi_s=smi_summary(self.smi))}
         with open(self.trace_path, "w") as f:
             f.write(json.dumps(header) + "\n")
             for o in self.observations:
                 f.write(json.dumps(o) + "\n")
 
     def stop(self):
-        if self.proc.poll() is None:
+        for sig in (signal.SIGCONT, signal.SIGKILL):
             try:
-                os.kill(self.proc.pid, signal.SIGCONT)
+                os.killpg(self.proc.pid, sig)
             except ProcessLookupError:
                 pass
-            self.proc.kill()
         self.proc.wait()
         self.log.close()
 
@@ -162,19 +203,60 @@ class Recorder:
         time.sleep(max(0.0, self.args.poll_s - (time.time() - started)))
 
 
-def run_scenario(rec, until, after_s, action=None, deadline=None):
+def machine(args):
+    return "real_h200" if args.tp_size == 1 else "real_h200x%d" % args.tp_size
+
+
+def smi_summary(per_poll):
+    """Answer times of the probe's nvidia-smi calls: each poll's [t, s, s], and their spread."""
+    times = [s for row in per_poll for s in row[1:]]
+    if not times:
+        return {"calls": 0}
+    return {"calls": len(times), "median": round(statistics.median(times), 3), "max": round(max(times), 3),
+            "per_poll": per_poll}
+
+
+def smi_while_hung(nvidia_smi_mod, rec):
+    """Once the straggler has stopped: the plain table and, every 6th poll, `nvidia-smi -q`
+    (the forms an operator runs by hand), each with its answer time."""
+    exe = nvidia_smi_mod.find_executable("nvidia-smi", nvidia_smi_mod.EXTRA_DIRS)
+    forms = [("table", [exe])] + ([("q", [exe, "-q"])] if len(rec.hang_smi) % 6 == 0 else [])
+    row = {"t": rec.observations[-1]["t"]}
+    for name, argv in forms:
+        t0 = time.monotonic()
+        res = nvidia_smi_mod.bounded_run(argv, 30.0)
+        row[name] = {"s": round(time.monotonic() - t0, 3), "rc": res.rc, "timed_out": res.timed_out}
+    rec.hang_smi.append(row)
+
+
+def smi_timeout_path(nvidia_smi_mod):
+    """read_gpus as the probe calls it while the collective hangs, and once with a limit
+    no real nvidia-smi meets, to show what its timeout path reports."""
+    out = {}
+    for label, limit in (("probe_limit_5s", 5.0), ("forced_limit_1ms", 0.001)):
+        t0 = time.monotonic()
+        snap = nvidia_smi_mod.read_gpus(timeout_s=limit)
+        out[label] = {"s": round(time.monotonic() - t0, 3), "missing": snap.missing or {},
+                      "gpus_read": snap.gpus is not None}
+    return out
+
+
+def run_scenario(rec, until, after_s, action=None, deadline=None, each_poll=None):
     """Poll until `until(rec, obs)` is true (or the process event `action` fires),
-    then keep polling after_s more seconds (or until `deadline`)."""
+    then keep polling after_s more seconds (or until `deadline`); `each_poll(rec)` runs
+    after every poll from then on."""
     rec.start()
     event_t = None
     stop_at = None
+    dead_polls = 0
     while True:
         started = time.time()
         obs = rec.poll_once()
-        print("%s t=%6.1f procs=%s gpu=%s http=%s log=%d" % (
-            rec.name, obs["t"], (obs.get("procs") or {}).get("count"),
-            [g.get("mem_used_mib") for g in obs.get("gpus", [])], obs.get("http"),
-            len(obs.get("log", []))), flush=True)
+        print("%s t=%6.1f procs=%s cpu_s=%s gpu=%s util=%s http=%s log=%d stacks=%s" % (
+            rec.name, obs["t"], (obs.get("procs") or {}).get("count"), (obs.get("procs") or {}).get("cpu_s"),
+            [g.get("mem_used_mib") for g in obs.get("gpus", [])], [g.get("util_pct") for g in obs.get("gpus", [])],
+            obs.get("http"), len(obs.get("log", [])),
+            [s["frames"][:3] for s in obs.get("stacks", [])] or obs.get("missing", {}).get("stacks", "")), flush=True)
         if event_t is None and until(rec, obs):
             event_t = time.time()
             if action is not None:
@@ -182,10 +264,16 @@ def run_scenario(rec, until, after_s, action=None, deadline=None):
             stop_at = time.time() + after_s
             if deadline is not None:
                 stop_at = min(stop_at, deadline) if after_s else deadline
+        if event_t is not None and each_poll is not None:
+            each_poll(rec)
         if stop_at is not None and time.time() >= stop_at:
             break
         if deadline is not None and time.time() >= deadline:
             break
+        if event_t is None and rec.proc.poll() is not None:
+            dead_polls += 1
+            if dead_polls > 2:  # it died before the event: a few polls of the aftermath are enough
+                break
         rec.sleep_to_next(started)
     return event_t
 
@@ -204,6 +292,12 @@ def main():
     ap.add_argument("--pyspy-bin", default=None)
     ap.add_argument("--budget-s", type=float, default=540.0, help="stop the hang trace by then")
     ap.add_argument("--scenarios", default="healthy,crash,hang")
+    ap.add_argument("--tp-size", type=int, default=2, help="GPUs (rank processes) of autotune, hung_allreduce")
+    ap.add_argument("--tune-s", type=float, default=240.0, help="autotune: minutes of GPU-bound tuning, in seconds")
+    ap.add_argument("--hang-record-s", type=float, default=360.0, help="hung_allreduce: seconds recorded after the hang")
+    ap.add_argument("--tp-extra", default="", help="more tp_server.py options, space-separated")
+    ap.add_argument("--autotune-name", default=None, help="autotune: trace name (default MACHINE_healthy_autotune_constant_stacks)")
+    ap.add_argument("--tune-words", default="", help="autotune: what the candidates were, for the description")
     ap.add_argument("--write-shards-only", action="store_true")
     a = ap.parse_args()
     t_begin = time.time()
@@ -218,14 +312,15 @@ def main():
     if a.write_shards_only:
         write_shards(a.shards, a.n_shards, a.shard_mib)
         return
-    # In a child process: its CUDA context must be gone before the GPUs are watched.
-    subprocess.run([sys.executable, os.path.abspath(__file__), "--write-shards-only", "--out", a.out,
-                    "--work", a.work, "--shards", a.shards, "--n-shards", str(a.n_shards),
-                    "--shard-mib", str(a.shard_mib)], check=True)
-    print("shards written in %.1f s" % (time.time() - t_begin), flush=True)
     summary = {}
     scenarios = a.scenarios.split(",")
     port = 30001
+    if set(scenarios) & {"healthy", "crash", "hang"}:
+        # In a child process: its CUDA context must be gone before the GPUs are watched.
+        subprocess.run([sys.executable, os.path.abspath(__file__), "--write-shards-only", "--out", a.out,
+                        "--work", a.work, "--shards", a.shards, "--n-shards", str(a.n_shards),
+                        "--shard-mib", str(a.shard_mib)], check=True)
+        print("shards written in %.1f s" % (time.time() - t_begin), flush=True)
 
     def fresh():
         for name in os.listdir(a.shards):
@@ -279,6 +374,54 @@ def main():
         rec.write({"outcome": "stalled", "onset_t": onset, "phase": "post_load"}, {"sigstop_t": onset})
         rec.stop()
         summary[rec.name] = {"polls": rec.n, "costs": rec.costs, "missing": rec.missing, "onset_t": onset}
+
+    if "autotune" in scenarios:
+        rec = Recorder(probe_mod, a, a.autotune_name or "%s_healthy_autotune_constant_stacks" % machine(a),
+                       "Real H200 x%d, one rank process per GPU (NCCL): dummy weights, KV cache, then %.0f s of GPU-bound "
+                       "kernel autotuning on every rank (matmul candidates%s replayed as CUDA graphs, timed with CUDA "
+                       "events, a synchronize after each; no log lines while it tunes), then graph capture with "
+                       "all-reduces, HTTP up; ends once a one-token completion is answered."
+                       % (a.tp_size, a.tune_s, a.tune_words),
+                       port, argv=tp_server_argv(a, port, "tune", ["--dist-port", "29511"] + a.tp_extra.split()),
+                       unit="tp-server (pid mode)", gpus=a.tp_size)
+
+        def answered(rec, obs):
+            c = (obs.get("http") or {}).get("completion")
+            return isinstance(c, dict) and bool(c.get("ok"))
+        run_scenario(rec, answered, after_s=a.poll_s, deadline=t_begin + a.budget_s)
+        tuned = [r for r in rec.log_text().splitlines() if "Autotuning" in r]
+        rec.write({"outcome": "ready", "phase": "ready"}, {"tune_s": a.tune_s, "tune_lines": tuned})
+        rec.stop()
+        summary[rec.name] = {"polls": rec.n, "costs": rec.costs, "missing": rec.missing, "smi": rec.smi}
+        port += 1
+
+    if "hung_allreduce" in scenarios:
+        mark = os.path.join(a.work, "hung_allreduce.mark")
+        if os.path.exists(mark):
+            os.unlink(mark)
+        rec = Recorder(probe_mod, a, "%s_hung_allreduce" % machine(a),
+                       "Real H200 x%d, one rank process per GPU (NCCL, collective timeout 2 h): dummy weights, an "
+                       "all-reduce of free memory, KV cache, then graph capture running TP forwards (matmul + "
+                       "all-reduce) per batch size; at the 4th batch size the last rank blocks on an event that is "
+                       "never set and stops entering the collective, while rank 0 waits inside the all-reduce. "
+                       "Recorded for %.0f s after that, no abort." % (a.tp_size, a.hang_record_s),
+                       port, argv=tp_server_argv(a, port, "hang", ["--dist-port", "29512", "--hang-mark", mark]
+                                                 + a.tp_extra.split()),
+                       unit="tp-server (pid mode)", gpus=a.tp_size)
+        rec.hang_smi = []
+        ev = run_scenario(rec, lambda r, obs: os.path.exists(mark), after_s=a.hang_record_s,
+                          deadline=t_begin + a.budget_s, each_poll=lambda r: smi_while_hung(nvidia_smi_mod, r))
+        onset = None
+        if ev:
+            with open(mark) as f:
+                onset = round(float(f.read().strip()) - rec.t0, 2)
+        checks = smi_timeout_path(nvidia_smi_mod)
+        rec.write({"outcome": "stalled", "onset_t": onset, "phase": "cuda_graph"},
+                  {"straggler_blocked_t": onset, "nvidia_smi_while_hung": rec.hang_smi, "read_gpus_checks": checks})
+        rec.stop()
+        summary[rec.name] = {"polls": rec.n, "costs": rec.costs, "missing": rec.missing, "onset_t": onset,
+                             "smi": rec.smi, "hang_smi": rec.hang_smi, "read_gpus_checks": checks}
+        port += 1
 
     capture_nvidia_smi(nvidia_smi_mod, cap_dir, "after")
     with tarfile.open(os.path.join(a.out, "captures.tar.gz"), "w:gz") as tf:

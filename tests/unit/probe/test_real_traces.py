@@ -9,8 +9,26 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-TRACES = sorted(glob.glob(os.path.join(ROOT, "tests", "traces", "real", "*.jsonl")))
+REAL = os.path.join(ROOT, "tests", "traces", "real")
+TRACES = sorted(glob.glob(os.path.join(REAL, "*.jsonl")))
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+# Real healthy starts that today's detector restarts (issue 11: identical stacks in
+# `synchronize` are taken as proof of a wait while the GPU works). They stay out of the
+# must-pass list and are reported as expected failures until the detector handles
+# them; tests/traces/real/README.md says what each shows.
+WRONG_UNTIL_ISSUE_11 = {
+    "real_h200x2_healthy_autotune_constant_stacks.jsonl": "false restart at t=85 (stall_spin: same stack in synchronize, GPUs >= 90 %)",
+    "real_h200_healthy_autotune_short_kernels.jsonl": "false restart at t=100 (stall_wait_stacks: same stack in synchronize)",
+}
+
+
+def verdict_params():
+    params = []
+    for p in TRACES:
+        why = WRONG_UNTIL_ISSUE_11.get(os.path.basename(p))
+        marks = [pytest.mark.xfail(reason="issue 11: " + why, strict=False)] if why else []
+        params.append(pytest.param(p, marks=marks, id=os.path.basename(p)))
+    return params
 
 
 def load(path):
@@ -28,10 +46,14 @@ def replay(path):
 
 
 def test_the_three_real_outcomes_are_recorded():
-    assert sorted(load(p)[0]["expect"]["outcome"] for p in TRACES) == ["failed", "ready", "stalled"]
+    assert {load(p)[0]["expect"]["outcome"] for p in TRACES} == {"failed", "ready", "stalled"}
 
 
-@pytest.mark.parametrize("path", TRACES, ids=[os.path.basename(p) for p in TRACES])
+def test_every_trace_awaiting_issue_11_is_there():
+    assert set(WRONG_UNTIL_ISSUE_11) <= {os.path.basename(p) for p in TRACES}
+
+
+@pytest.mark.parametrize("path", verdict_params())
 def test_replay_verdict_matches_the_label(path):
     header, obs = load(path)
     exp, poll = header["expect"], header["poll_s"]
@@ -67,3 +89,47 @@ def test_real_traces_hold_what_the_real_driver_showed():
     assert any(isinstance(o["gpus"][0].get("power_w"), float) for o in healthy)
     bar = [r["msg"] for o in healthy for r in o.get("log", []) if "Loading safetensors" in r["msg"]]
     assert len(bar) == 1 and bar[0].count("\r") >= 16
+
+
+def _window(obs, first_line, last_line=None):
+    """Observations after the poll that brought `first_line`, before the one with `last_line`."""
+    start = next(o["t"] for o in obs if any(first_line in r["msg"] for r in o.get("log", [])))
+    end = next((o["t"] for o in obs if last_line and any(last_line in r["msg"] for r in o.get("log", []))), float("inf"))
+    return [o for o in obs if start < o["t"] < end]
+
+
+def _cpu_pct(window):
+    return [(b["procs"]["cpu_s"] - a["procs"]["cpu_s"]) / (b["t"] - a["t"]) * 100 for a, b in zip(window, window[1:])]
+
+
+def test_hung_allreduce_on_real_gpus_spins_one_gpu_at_idle_power_and_nvidia_smi_answers():
+    header, obs = load(os.path.join(REAL, "real_h200x2_hung_allreduce.jsonl"))
+    hung = [o for o in obs if o["t"] > header["expect"]["onset_t"]]
+    assert len(hung) >= 60
+    # NCCL's wait kernel keeps the utilisation counter at 100 % on the waiting rank's
+    # GPU while drawing about idle power; the straggler's GPU reads 0 %.
+    assert all(o["gpus"][0]["util_pct"] == 100 and o["gpus"][0]["power_w"] < 150 for o in hung)
+    assert all(o["gpus"][1]["util_pct"] == 0 for o in hung)
+    assert len({(o["gpus"][0]["mem_used_mib"], o["gpus"][1]["mem_used_mib"]) for o in hung}) == 1
+    assert all(95 <= c <= 105 for c in _cpu_pct(hung))  # rank 0's synchronize spins one core
+    stacks = {(s["rank"], tuple(s["frames"])) for o in hung for s in o.get("stacks", [])}
+    assert {r for r, _ in stacks} == {"TP0", "TP1"} and len(stacks) == 2
+    # nvidia-smi kept answering: never missing, every call well inside the probe's limit.
+    assert not any("gpus" in o.get("missing", {}) for o in obs)
+    rec = header["recorded"]
+    assert rec["nvidia_smi_s"]["max"] < 1.0
+    assert all(not row[form]["timed_out"] for row in rec["nvidia_smi_while_hung"] for form in ("table", "q") if form in row)
+    assert rec["read_gpus_checks"]["probe_limit_5s"]["missing"] == {}
+    assert "timed out" in rec["read_gpus_checks"]["forced_limit_1ms"]["missing"]["gpus"]
+
+
+def test_healthy_gpu_bound_autotune_on_real_gpus_shows_a_wait_stack_busy_gpus_and_full_power():
+    header, obs = load(os.path.join(REAL, "real_h200x2_healthy_autotune_constant_stacks.jsonl"))
+    tuning = _window(obs, "Autotuning GEMM", "Autotuning done")
+    assert len(tuning) >= 40 and header["expect"]["outcome"] == "ready"
+    assert len({o["gpus"][0]["mem_used_mib"] for o in tuning}) == 1
+    samples = [s["frames"][0] for o in tuning for s in o.get("stacks", [])]
+    assert samples.count("synchronize") >= 0.9 * len(samples)
+    # What tells it from the hung all-reduce on the same GPUs: every GPU busy, at full power.
+    assert all(min(g["power_w"] for g in o["gpus"]) > 500 for o in tuning)
+    assert all(195 <= c <= 205 for c in _cpu_pct(tuning))  # two ranks, each spinning in synchronize

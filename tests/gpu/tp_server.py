@@ -1,0 +1,344 @@
+#!/usr/bin/env python3
+"""A real tensor-parallel start on NVIDIA GPUs that logs like an SGLang server: a
+launcher process starts one rank process per GPU (`--tp-rank N` on their command
+lines, as py-spy's rank lookup expects), the ranks join a NCCL process group, "load"
+random bf16 weights onto their GPU (SGLang's `--load-format dummy`) and agree on free
+memory with an all-reduce, then:
+
+  --scenario tune   every rank runs a GPU-bound kernel autotune for --tune-s seconds
+                    (matmul candidates replayed as CUDA graphs and timed with CUDA
+                    events, a synchronize after each: a constant Python stack, flat
+                    memory, no log lines), then graph capture, HTTP up, ready.
+  --scenario hang   graph capture runs a TP forward (matmul + NCCL all-reduce) per
+                    batch size; at batch --hang-at-batch the last rank stops entering
+                    the collective (it blocks on an event nobody sets) while rank 0 is
+                    inside the all-reduce and waits for it in a synchronize. The rank
+                    writes the moment it stopped to --hang-mark first.
+
+Used by record_real_traces.py on a machine with NVIDIA GPUs; not a unit test.
+"""
+import argparse
+import datetime
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+RANK = None
+# NVLink multicast must stay off on shared hosts (it can take the GPUs out of service).
+SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+
+def log(msg, rank=True):
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+    prefix = "[%s TP%d] " % (stamp, RANK) if rank and RANK is not None else ("[%s] " % stamp if rank else "")
+    sys.stderr.write(prefix + msg + "\n")
+    sys.stderr.flush()
+
+
+# ---------------------------------------------------------------------- launcher
+def launch(a, argv):
+    log("server_args=ServerArgs(model_path='%s', tp_size=%d, port=%d, load_format='dummy')"
+        % (a.model_path, a.tp_size, a.port), rank=False)
+    env = dict(os.environ, PYTHONUNBUFFERED="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(a.dist_port), **SAFE_ENV)
+    ranks = [subprocess.Popen([sys.executable, os.path.abspath(__file__)] + argv + ["--tp-rank", str(r)], env=env)
+             for r in range(a.tp_size)]
+    # As SGLang's launcher: a rank that dies takes the others down with it.
+    while True:
+        pid, status = os.wait()
+        code = os.waitstatus_to_exitcode(status)
+        if code != 0:
+            log("Rank %d scheduler is dead. exit code %d" % ([p.pid for p in ranks].index(pid), code), rank=False)
+            for p in ranks:
+                if p.poll() is None:
+                    p.kill()
+            sys.exit(1)
+        if all(p.poll() is not None for p in ranks):
+            return
+
+
+# ---------------------------------------------------------------------- ranks
+def gib(nbytes):
+    return nbytes / 2**30
+
+
+def load_dummy_weights(torch, a, bar_cls):
+    weights = []
+    bar = bar_cls(a.n_shards, "Loading safetensors checkpoint shards") if RANK == 0 else None
+    rows = int(a.shard_gib * 2**30 / 2 / 8192)
+    for _ in range(a.n_shards):
+        w = torch.randn(rows, 8192, dtype=torch.bfloat16, device="cuda")
+        weights.append(w)
+        x = w[:4096, :4096].clone()
+        end = time.monotonic() + a.shard_s
+        while time.monotonic() < end:
+            x = torch.tanh(x @ x) * 0.5
+            torch.cuda.synchronize()
+        if bar:
+            bar.update(1)
+    if bar:
+        bar.close()
+    return weights
+
+
+WEIGHT_SHAPES = {"large": ((4096, 7168), (7168, 2048), (2048, 7168), (14336, 4096)),
+                 "small": ((1024, 1024), (1024, 2048), (2048, 1024), (2048, 2048))}
+
+
+def candidate_configs(max_m, shapes="large"):
+    """(M, N, K, transposed) shapes as a fused-MoE tuner walks them: every batch size
+    from 1 to max_m for each weight shape, two layouts each. Small weights with small
+    batches give kernels of a few microseconds, short beside the host's share of a step."""
+    out = []
+    for n, k in WEIGHT_SHAPES[shapes]:
+        for m in (m for m in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192) if m <= max_m):
+            for transposed in (False, True):
+                out.append((m, n, k, transposed))
+    return out
+
+
+def benchmark_config(torch, pool, a_buf, b_buf, cfg, iters):
+    m, n, k, transposed = cfg
+    x = a_buf[:m * k].view(m, k)
+    w = b_buf[:n * k].view(k, n) if not transposed else b_buf[:n * k].view(n, k).t()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, pool=pool):
+        for _ in range(10):
+            y = x @ w
+    del y
+    for _ in range(3):
+        graph.replay()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(iters):
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 10)
+    return sorted(times)[len(times) // 2], graph
+
+
+def tune(torch, seconds, iters, max_m, shapes):
+    """GPU-bound: kernels run while the host waits in synchronize, config after config."""
+    configs = candidate_configs(max_m, shapes)
+    max_mk = max(m * k for m, _, k, _ in configs)
+    max_nk = max(n * k for _, n, k, _ in configs)
+    a_buf = torch.randn(max_mk, dtype=torch.bfloat16, device="cuda")
+    b_buf = torch.randn(max_nk, dtype=torch.bfloat16, device="cuda")
+    # One memory pool for every candidate's graph, so memory stays flat; the first graph
+    # is kept alive, since a pool whose last graph is freed cannot be captured into again.
+    pool = torch.cuda.graph_pool_handle()
+    keeper = benchmark_config(torch, pool, a_buf, b_buf, configs[0], 1)[1]
+    best = {}
+    end, done, i = time.monotonic() + seconds, 0, 0
+    while time.monotonic() < end:
+        cfg = configs[i % len(configs)]
+        ms, _graph = benchmark_config(torch, pool, a_buf, b_buf, cfg, iters)
+        key = cfg[:3]
+        best[key] = min(best.get(key, ms), ms)
+        i += 1
+        done += 1
+    del keeper
+    return done, len(best)
+
+
+def forward(torch, dist, w, x):
+    y = torch.tanh(x @ w) * 0.5
+    dist.all_reduce(y)
+    return y
+
+
+def capture(torch, dist, a, w, bar_cls):
+    batch_sizes = list(range(a.capture_batches, 0, -1))
+    bar = bar_cls(len(batch_sizes), None, capture=True) if RANK == 0 else None
+    never = threading.Event()
+    for i, bs in enumerate(batch_sizes):
+        if bar:
+            bar.set_description("Capturing batches (bs=%d avail_mem=%.2f GB)" % (bs, gib(torch.cuda.mem_get_info()[0])))
+        if a.scenario == "hang" and i == a.hang_at_batch and RANK == a.tp_size - 1:
+            with open(a.hang_mark, "w") as f:
+                f.write("%.3f\n" % time.time())
+            wait_for_next_batch(never)
+        x = w[:bs * 64, :4096]
+        # A fixed count on every rank: collectives must pair up one to one.
+        for _ in range(a.capture_iters):
+            y = forward(torch, dist, w[:4096, :4096], x)
+            torch.cuda.synchronize()
+        if bar:
+            bar.update(1)
+    if bar:
+        bar.close()
+    return y
+
+
+def wait_for_next_batch(event):
+    # The straggler: blocked on something that will not come (a lost broadcast, a
+    # diverged code path), so it never enters the next collective.
+    event.wait()
+
+
+class Bar:
+    def __init__(self, total, desc, capture=False):
+        from tqdm import tqdm
+        fmt = ("{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]" if capture
+               else "{desc}: {percentage:3.0f}% Completed | {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]")
+        self.bar = tqdm(total=total, desc=desc or "", bar_format=fmt, file=sys.stderr, mininterval=0, ascii=False)
+
+    def set_description(self, desc):
+        self.bar.set_description_str(desc)
+        sys.stderr.flush()
+
+    def update(self, n):
+        self.bar.update(n)
+        sys.stderr.flush()
+
+    def close(self):
+        self.bar.close()
+        sys.stderr.flush()
+
+
+def serve(torch, a, weight):
+    lock = threading.Lock()
+    state = {"ready": False}
+
+    def complete():
+        with lock:
+            x = weight[:1024, :1024].float()
+            token = int(torch.argmax(x @ x.T).item()) % 50000
+        return token
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, fmt, *args):
+            log('INFO:     127.0.0.1 - "%s" %s' % (self.requestline, args[1] if len(args) > 1 else ""), rank=False)
+
+        def _send(self, code, obj):
+            body = json.dumps(obj).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            if self.path.startswith("/health"):
+                self._send(200 if state["ready"] else 503, {})
+            elif self.path in ("/model_info", "/v1/models"):
+                self._send(200, {"model_path": a.model_path})
+            else:
+                self._send(404, {"detail": "Not Found"})
+
+        def do_POST(self):
+            length = int(self.headers.get("Content-Length") or 0)
+            req = json.loads(self.rfile.read(length) or b"{}")
+            if self.path not in ("/v1/completions", "/generate") or not state["ready"]:
+                self._send(404 if state["ready"] else 503, {"detail": "server is starting"})
+                return
+            token = complete()
+            self._send(200, {"id": "cmpl-%d" % token, "object": "text_completion",
+                             "model": req.get("model", a.model_path),
+                             "choices": [{"index": 0, "text": " tok%d" % token, "finish_reason": "length"}],
+                             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", a.port), Handler)
+    log("INFO:     Started server process [%d]" % os.getpid(), rank=False)
+    log("INFO:     Waiting for application startup.", rank=False)
+    log("INFO:     Application startup complete.", rank=False)
+    log("INFO:     Uvicorn running on http://127.0.0.1:%d (Press CTRL+C to quit)" % a.port, rank=False)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    time.sleep(a.warmup_s)
+    complete()
+    state["ready"] = True
+    log("The server is fired up and ready to roll!", rank=False)
+
+
+def rank_main(a):
+    global RANK
+    RANK = a.tp_rank
+    import torch
+    import torch.distributed as dist
+    log("Init torch distributed begin.")
+    torch.cuda.set_device(RANK)
+    start_free = torch.cuda.mem_get_info()[0]
+    dist.init_process_group("nccl", rank=RANK, world_size=a.tp_size,
+                            timeout=datetime.timedelta(seconds=a.nccl_timeout_s),
+                            device_id=torch.device("cuda", RANK))
+    probe = torch.ones(1, device="cuda")
+    dist.all_reduce(probe)
+    torch.cuda.synchronize()
+    version = torch.cuda.nccl.version()
+    log("sglang is using nccl==%s" % (".".join(map(str, version)) if isinstance(version, tuple) else version))
+    log("Init torch distributed ends. mem usage=%.2f GB" % gib(start_free - torch.cuda.mem_get_info()[0]))
+    log("Load weight begin. avail mem=%.2f GB" % gib(torch.cuda.mem_get_info()[0]))
+    t0 = time.monotonic()
+    weights = load_dummy_weights(torch, a, Bar)
+    free = torch.tensor([torch.cuda.mem_get_info()[0]], dtype=torch.float64, device="cuda")
+    dist.all_reduce(free, op=dist.ReduceOp.MIN)  # every rank agrees on the smallest free memory
+    torch.cuda.synchronize()
+    log("Load weight end. elapsed=%.2f s, type=TPServerForTest, dtype=torch.bfloat16, avail mem=%.2f GB, mem usage=%.2f GB."
+        % (time.monotonic() - t0, gib(free.item()), gib(start_free - torch.cuda.mem_get_info()[0])))
+    n_tokens = int(a.kv_cache_gib * 2**30 / 2 / 1024)
+    kv = torch.zeros(n_tokens, 1024, dtype=torch.bfloat16, device="cuda")
+    log("KV Cache is allocated. #tokens: %d, KV size: %.2f GB" % (n_tokens, gib(kv.numel() * 2)))
+    log("Memory pool end. avail mem=%.2f GB" % gib(torch.cuda.mem_get_info()[0]))
+    if a.scenario == "tune":
+        log("Autotuning GEMM kernels for %d candidate configs; this may take several minutes."
+            % len(candidate_configs(a.tune_max_m, a.tune_shapes)))
+        t1 = time.monotonic()
+        done, shapes = tune(torch, a.tune_s, a.tune_iters, a.tune_max_m, a.tune_shapes)
+        dist.barrier()
+        log("Autotuning done: %d configs timed, best of %d shapes saved. elapsed=%.2f s" % (done, shapes, time.monotonic() - t1))
+    log("Capture cuda graph begin. This can take up to several minutes. avail mem=%.2f GB" % gib(torch.cuda.mem_get_info()[0]))
+    t2 = time.monotonic()
+    capture(torch, dist, a, weights[0], Bar)
+    log("Capture cuda graph end. Time elapsed: %.2f s. mem usage=%.2f GB. avail mem=%.2f GB."
+        % (time.monotonic() - t2, gib(start_free - torch.cuda.mem_get_info()[0]), gib(torch.cuda.mem_get_info()[0])))
+    if RANK == 0:
+        log("max_total_num_tokens=%d, chunked_prefill_size=8192, max_prefill_tokens=16384, context_len=4096" % n_tokens)
+        serve(torch, a, weights[0])
+    while True:
+        time.sleep(1)
+
+
+def parse(argv):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--scenario", choices=("tune", "hang"), required=True)
+    ap.add_argument("--model-path", default="dummy-tp-model")
+    ap.add_argument("--port", type=int, default=30001)
+    ap.add_argument("--dist-port", type=int, default=29511)
+    ap.add_argument("--tp-size", type=int, default=2)
+    ap.add_argument("--tp-rank", type=int, default=None, help="set by the launcher for each rank")
+    ap.add_argument("--n-shards", type=int, default=8)
+    ap.add_argument("--shard-gib", type=float, default=1.0)
+    ap.add_argument("--shard-s", type=float, default=1.5, help="GPU work per shard")
+    ap.add_argument("--kv-cache-gib", type=float, default=8.0)
+    ap.add_argument("--tune-s", type=float, default=240.0)
+    ap.add_argument("--tune-iters", type=int, default=50)
+    ap.add_argument("--tune-max-m", type=int, default=8192, help="largest batch size tuned")
+    ap.add_argument("--tune-shapes", choices=sorted(WEIGHT_SHAPES), default="large", help="weight shapes tuned")
+    ap.add_argument("--capture-batches", type=int, default=12)
+    ap.add_argument("--capture-iters", type=int, default=2000, help="TP forwards per batch size")
+    ap.add_argument("--hang-at-batch", type=int, default=3)
+    ap.add_argument("--hang-mark", default="/tmp/tp_server.hang")
+    ap.add_argument("--nccl-timeout-s", type=float, default=7200.0)
+    ap.add_argument("--warmup-s", type=float, default=4.0)
+    return ap.parse_args(argv)
+
+
+def main():
+    argv = sys.argv[1:]
+    a = parse(argv)
+    if a.tp_rank is None:
+        launch(a, argv)
+    else:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        rank_main(a)
+
+
+if __name__ == "__main__":
+    main()
