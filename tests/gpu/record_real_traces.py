@@ -32,8 +32,8 @@ the parser tests. Usage:
 import argparse
 import json
 import os
-import statistics
 import signal
+import statistics
 import subprocess
 import sys
 import tarfile
