@@ -597,7 +597,7 @@ def stall_graph_capture_hang_stacks():
     sim.run(sim.poll_s, cpu_pct=800, mem_to=sim.mem[0] + 150, util=(30, 40))
     sim.expect_stalled("cuda_graph")
     frames = ["all_reduce", "custom_all_reduce", "forward", "capture_one_batch_size", "capture", "__init__"]
-    sim.run(12 * 60, cpu_pct=800, util=(97, 100), stacks=frames, progress=False)
+    sim.run(25 * 60, cpu_pct=800, util=(97, 100), stacks=frames, progress=False)
     return sim
 
 
@@ -744,7 +744,8 @@ def failed_exit0_reported_success():
     s_load(sim, 40, read_bps=25e6)
     sim.run(60, cpu_pct=800)
     s_load_end(sim)
-    sim.run(sim.poll_s, cpu_pct=800)
+    sim.log("KV Cache is allocated. #tokens: 412160, KV size: 9.42 GB", sim.all_ranks(), dt=2)
+    sim.run(sim.poll_s, cpu_pct=800, mem_to=sim.mem[0] + 10615)
     onset = round(sim.t + 2, 2)
     sim.expect_failed("kv_cache", onset)
     s_die(sim, status="0/SUCCESS", dt=2)
