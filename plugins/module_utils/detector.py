@@ -155,6 +155,7 @@ class Detector:
         self._smi_since = None    # first nvidia-smi timeout of the current run of them
         self._procs_stopped = False
         self._work_stack_t = None  # last stack sample in which a rank was computing, not waiting
+        self._sync_stack_t = None  # last stack sample with every rank in a device synchronize
 
     # ------------------------------------------------------------------ public
     def observe(self, obs):
@@ -420,8 +421,11 @@ class Detector:
         self._stacks = self._stacks[-8:] + [(t, sample)]
         self._last_stack_t = t
         depth = self.settings.stack_wait_depth
-        if any(frames and _wait_frame(frames, depth) is None for frames in sample.values()):
+        waits = [_wait_frame(frames, depth) for frames in sample.values() if frames]
+        if any(w is None for w in waits):
             self._work_stack_t = t
+        elif waits and all(DEVICE_SYNC.search(w) for w in waits):
+            self._sync_stack_t = t   # the host waits for the GPU: only the GPU says whether it works
         return sample
 
     # ------------------------------------------------------------------ decisions
@@ -477,13 +481,15 @@ class Detector:
         spin_gpus = gpus.spinning if gpus is not None and not gpu_active else []
         spinning = len(spin_gpus) >= s.spin_min_gpus
         gpus_idle = gpus is not None and gpus.all_idle
-        idle = cpu_idle and not self._compilers and (gpus is None or gpus_idle)
+        # no GPU reading and the ranks waiting on their GPUs: the GPUs may well be computing
+        gpu_wait_blind = gpus is None and self._sync_stack_t is not None and t - self._sync_stack_t <= 3 * s.stacks_interval_s
+        idle = cpu_idle and not self._compilers and (gpus_idle or (gpus is None and not gpu_wait_blind))
         busy = cpu_known and not cpu_idle and not spinning
         # Busy CPU is work only when something says it computes: GPUs answering and not
         # spinning, kernels coming and going, a stack in a compute loop, a compiler. Alone
         # it is as likely a rank busy-polling a hung collective.
         recent_work_stack = self._work_stack_t is not None and t - self._work_stack_t <= 3 * s.stacks_interval_s
-        working = gpu_active or (busy and (gpus is not None or recent_work_stack or bool(self._compilers)))
+        working = gpu_active or gpu_wait_blind or (busy and (gpus is not None or recent_work_stack or bool(self._compilers)))
         if working:
             self._last_busy_t = t
         stopped = self._procs_stopped
@@ -581,7 +587,7 @@ class Detector:
             if (self._gpu_active_t is not None and self._gpu_active_t > t_old) or not (gpus.all_idle or gpus.spinning):
                 return None
             hardware = "GPUs idle" if gpus.all_idle else "GPUs spinning, utilisation flat"
-        elif all(w and not DEVICE_SYNC.search(w) for w in waits):
+        elif all(_host_wait_frame(new[r], s.stack_collective_depth) for r in common):
             hardware = "no GPU reading; every rank in a collective or host wait"
         else:
             return None
@@ -630,5 +636,15 @@ def _wait_frame(frames, depth):
     for f in frames[:depth]:
         name = f.strip().split(" ", 1)[0]
         if WAIT_FRAME.search(name):
+            return name
+    return None
+
+
+@functools.lru_cache(maxsize=1024)
+def _host_wait_frame(frames, depth):
+    """A collective or host wait among the `depth` innermost frames (a device synchronize is not one)."""
+    for f in frames[:depth]:
+        name = f.strip().split(" ", 1)[0]
+        if WAIT_FRAME.search(name) and not DEVICE_SYNC.search(name):
             return name
     return None

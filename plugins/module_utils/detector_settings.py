@@ -34,6 +34,9 @@ class DetectorSettings:
     stacks_interval_s: float = 60.0
     stacks_min_gap_s: float = 50.0
     stack_wait_depth: int = 1
+    # Without a GPU reading, stacks settle a stall only when every rank has a collective or
+    # host wait (not a device synchronize) among this many innermost frames.
+    stack_collective_depth: int = 3
     # A lethal line fails the start once the process is gone, or once this long has passed
     # after it with no ordinary log line after it (SGLang's launcher kills the tree within a
     # second of a rank's exception); a line followed by ordinary lines later than this was survived.

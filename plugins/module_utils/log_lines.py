@@ -62,7 +62,7 @@ WATCHDOG = re.compile(r"watchdog timeout|soft watchdog|watchdog (fired|triggered
 SURVIVABLE = re.compile(r"\bwarn(ing)?s?\b|Warning:|^\[W\d{3,4}|\bretry(ing)?\b|\bretries\b|fall(ing)? ?back|"
                         r"will be ignored|\bignor(e|ed|ing)\b|\bskipp(ed|ing)\b|\bnot supported\b.*\busing\b|self\.soft=True", re.I)
 # An exception raised in a process: a traceback header or "[module.]SomethingError: message".
-EXCEPTION = re.compile(r"^(?:\[rank\d+\]:\s*)?(?:Traceback \(most recent call last\)|"
+EXCEPTION = re.compile(r"^(?:\[rank\d+\]:\s*)?(?:(?:ERROR|CRITICAL)\s+\S+\.py:\d+:\s*)?(?:Traceback \(most recent call last\)|"
                        r"(?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception)(?::\s|:?$))")
 # The rest of a traceback and the launcher's reaction: part of a failure, never progress after one.
 FAILURE_CHATTER = re.compile(r"^\s*File \"|^\s{2,}\S|^\s*[\^~]+\s*$|During handling of the above exception|"

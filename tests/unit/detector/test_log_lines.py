@@ -79,6 +79,7 @@ def test_ordinary_lines_are_not_fatal(msg):
     "[2026-11-29 10:00:00 TP2] RuntimeError: shape mismatch in expert 17",
     "[rank3]: KeyError: 'model.layers.4.mlp.gate.weight'",
     "AssertionError",
+    "[2026-11-29 10:00:00] ERROR model_runner.py:312: ValueError: unsupported quantization for expert weights",
     "Scheduler hit an exception: Traceback (most recent call last):",
 ])
 def test_an_exception_of_no_known_class_is_lethal_as_fatal_error(msg):
@@ -102,6 +103,7 @@ def test_watchdog_lines_are_survivable_evidence_never_lethal(msg):
     "UserWarning: CUDA out of memory while tuning block size 256; skipping this config",
     "[W1130 10:00:00.000 ProcessGroupNCCL.cpp:1000] timeout while waiting, falling back to gloo",
     "Failed to import deep_gemm: ImportError: no module, falling back to triton kernels",
+    "[2026-11-29 10:00:00] WARNING server_args.py:2321: Overlap scheduler is disabled; error-prone spec v1 path",
 ])
 def test_warnings_retries_and_fallbacks_are_survivable_however_they_are_worded(msg):
     line = log_lines.classify(msg)
