@@ -493,6 +493,8 @@ class Detector:
         if working:
             self._last_busy_t = t
         stopped = self._procs_stopped
+        if gpu_active:
+            self._idle.reset()   # kernels come and go: whatever the CPU does, this is no idle spell
         self._spin.update(spinning, t)
         self._idle.update(idle, t)
         self._stopped.update(stopped, t)

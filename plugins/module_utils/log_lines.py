@@ -43,7 +43,7 @@ FATAL_PATTERNS = (
     (re.compile(r"Initialization failed\. warmup error|warmup error:", re.I), "fatal_warmup"),
     (re.compile(r"NCCL error|ncclInternalError|ncclSystemError|ncclUnhandledCudaError|ncclInvalidUsage|ncclRemoteError|"
                 r"Watchdog caught collective operation timeout|ProcessGroupNCCL.*timed out|DistBackendError", re.I), "fatal_nccl"),
-    (re.compile(r"hit an exception|Received sigquit from a child process|Child process unexpectedly failed|"
+    (re.compile(r"hit an exception|Received sigquit from a child process|Child process unexpectedly failed|crashed with exit code|"
                 r"Rank \d+ scheduler is dead|Exception in (thread|process) .*(Scheduler|Detokenizer)", re.I), "fatal_error"),
 )
 
@@ -55,9 +55,12 @@ HEARTBEAT_PATTERNS = (
 )
 
 # SGLang's watchdogs (utils/watchdog.py): "<name> watchdog timeout (self.watchdog_timeout=.., self.soft=..)",
-# older "Watchdog timeout (...)", "soft watchdog ..." wordings. The soft one only dumps; the hard one
-# sends SIGQUIT to the launcher 5 s later, so the process going is the proof, not the line.
+# older "Watchdog timeout (...)", "soft watchdog ..." wordings. The soft one only dumps and carries on;
+# the hard one (it says soft=False) sends SIGQUIT to the launcher 5 s later. A watchdog line that does
+# not say it is the hard one is evidence: the process going is the proof.
 WATCHDOG = re.compile(r"watchdog timeout|soft watchdog|watchdog (fired|triggered)", re.I)
+HARD_WATCHDOG = re.compile(r"self\.soft=False")
+SOFT_WATCHDOG = re.compile(r"self\.soft=True|soft watchdog", re.I)
 # Lines SGLang and its libraries print and carry on after, whatever words they contain.
 SURVIVABLE = re.compile(r"\bwarn(ing)?s?\b|Warning:|^\[W\d{3,4}|\bretry(ing)?\b|\bretries\b|fall(ing)? ?back|"
                         r"will be ignored|\bignor(e|ed|ing)\b|\bskipp(ed|ing)\b|\bnot supported\b.*\busing\b|self\.soft=True", re.I)
@@ -83,7 +86,7 @@ class LogLine:
     phase: str         # phase this line marks, or None
     fatal_code: str    # failure class this line names, or None
     lethal: bool       # SGLang dies of this line (an exception from a rank, a known fatal class)
-    survivable: str    # "watchdog" or "warning": evidence SGLang survives, or None
+    survivable: str    # "soft_watchdog", "watchdog" (soft or hard unsaid) or "warning": evidence SGLang survives, or None
     chatter: bool      # part of a failure report (traceback body, launcher's reaction): not progress
     heartbeat: bool
     exit_status: str   # "1/FAILURE", "0/SUCCESS", ... from "Main process exited", else None
@@ -121,7 +124,10 @@ def is_heartbeat(text):
 def lethal_code(text):
     """(fatal code, lethal, survivable) of a prefix-free text: what SGLang dies of, what it survives."""
     if WATCHDOG.search(text):
-        return "fatal_watchdog", False, "watchdog"
+        # only the hard watchdog, which says so, kills the tree (SIGQUIT 5 s later)
+        if HARD_WATCHDOG.search(text):
+            return "fatal_watchdog", True, None
+        return "fatal_watchdog", False, "soft_watchdog" if SOFT_WATCHDOG.search(text) else "watchdog"
     if SURVIVABLE.search(text):
         return None, False, "warning"
     code = fatal_code_of(text) if _ANY_FATAL.search(text) else None

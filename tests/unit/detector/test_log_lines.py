@@ -89,13 +89,17 @@ def test_an_exception_of_no_known_class_is_lethal_as_fatal_error(msg):
 
 @pytest.mark.parametrize("msg", [
     "[x TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=True)",
-    "[x TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)",
     "[x TP0] Watchdog timeout (self.watchdog_timeout=300)",
     "[x TP0] DetokenizerManager watchdog timeout (self.watchdog_timeout=60, self.soft=True)",
 ])
 def test_watchdog_lines_are_survivable_evidence_never_lethal(msg):
     line = log_lines.classify(msg)
-    assert line.survivable == "watchdog" and not line.lethal and line.fatal_code == "fatal_watchdog"
+    assert line.survivable in ("watchdog", "soft_watchdog") and not line.lethal and line.fatal_code == "fatal_watchdog"
+
+
+def test_the_hard_watchdog_says_so_and_is_lethal():
+    line = log_lines.classify("[x TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)")
+    assert line.lethal and line.fatal_code == "fatal_watchdog" and line.survivable is None
 
 
 @pytest.mark.parametrize("msg", [
