@@ -237,7 +237,7 @@ class Detector:
             if line.phase is not None:
                 self.phases.enter(line.phase, rec_t)
                 self._ready_line = self._ready_line or line.phase == "ready"
-            if line.fatal_code:
+            if line.fatal_code or line.survivable:
                 self._on_failure_line(line, part.strip(), rec_t, facts)
             if line.exit_status:
                 facts["exit_status"] = line.exit_status

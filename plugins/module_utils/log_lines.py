@@ -64,6 +64,8 @@ SOFT_WATCHDOG = re.compile(r"self\.soft=True|soft watchdog", re.I)
 # Lines SGLang and its libraries print and carry on after, whatever words they contain.
 SURVIVABLE = re.compile(r"\bwarn(ing)?s?\b|Warning:|^\[W\d{3,4}|\bretry(ing)?\b|\bretries\b|fall(ing)? ?back|"
                         r"will be ignored|\bignor(e|ed|ing)\b|\bskipp(ed|ing)\b|\bnot supported\b.*\busing\b|self\.soft=True", re.I)
+# Words that make a survivable line worth showing to the operator.
+ALARMING = re.compile(r"error|exception|time(d)? ?out|fail|out of memory", re.I)
 # An exception raised in a process: a traceback header or "[module.]SomethingError: message".
 EXCEPTION = re.compile(r"^(?:\[rank\d+\]:\s*)?(?:(?:ERROR|CRITICAL)\s+\S+\.py:\d+:\s*)?(?:Traceback \(most recent call last\)|"
                        r"(?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception)(?::\s|:?$))")
@@ -129,7 +131,7 @@ def lethal_code(text):
             return "fatal_watchdog", True, None
         return "fatal_watchdog", False, "soft_watchdog" if SOFT_WATCHDOG.search(text) else "watchdog"
     if SURVIVABLE.search(text):
-        return None, False, "warning"
+        return None, False, "warning" if ALARMING.search(text) else None
     code = fatal_code_of(text) if _ANY_FATAL.search(text) else None
     if code is None and EXCEPTION.search(text):
         code = "fatal_error"
