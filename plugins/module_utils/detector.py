@@ -390,9 +390,15 @@ class Detector:
         why = (obs.get("missing") or {}).get("gpus") if isinstance(obs.get("missing"), dict) else None
         unit = obs.get("unit")
         running = not isinstance(unit, dict) or unit.get("active") in ("active", "activating", "reloading", None)
-        if isinstance(why, str) and "time" in why.lower() and running and "gpus" not in obs:
+        # "timed out" or "exited N: Unable to determine the device handle ...": the driver did not
+        # answer; "not found" / "not runnable" say nothing about the GPUs
+        if "gpus" in obs:
+            return
+        if isinstance(why, str) and ("timed out" in why or "exited" in why) and running:
             if self._smi_since is None:
                 self._smi_since = t
+        else:
+            self._smi_since = None
 
     def _fresh_gpus(self, t):
         if self._gpus is None or t - self._gpus.t > self.settings.signal_stale_s:
