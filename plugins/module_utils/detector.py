@@ -74,6 +74,7 @@ class _Fault:
     code: str
     line: str
     phase: str
+    seen_t: float        # observation that brought it
 
 
 class _Clock:
@@ -238,7 +239,7 @@ class Detector:
                 self.phases.enter(line.phase, rec_t)
                 self._ready_line = self._ready_line or line.phase == "ready"
             if line.fatal_code or line.survivable:
-                self._on_failure_line(line, part.strip(), rec_t, facts)
+                self._on_failure_line(line, part.strip(), rec_t, t, facts)
             if line.exit_status:
                 facts["exit_status"] = line.exit_status
                 facts["main_exited_line"] = line.text
@@ -252,7 +253,7 @@ class Detector:
             if not line.chatter and (self._ordinary_t is None or rec_t > self._ordinary_t):
                 self._ordinary_t = rec_t
 
-    def _on_failure_line(self, line, text, rec_t, facts):
+    def _on_failure_line(self, line, text, rec_t, t, facts):
         """Lethal lines open (or sharpen) the fault awaiting proof; survivable ones are evidence."""
         if not line.lethal:
             facts.setdefault("survived_lines", []).append(text[:300])
@@ -263,7 +264,7 @@ class Detector:
         phase = log_lines.CLASS_PHASES.get(line.fatal_code) or self.phases.phase
         fault = self._fault
         if fault is None:
-            self._fault = _Fault(rec_t, line.fatal_code, text, phase)
+            self._fault = _Fault(rec_t, line.fatal_code, text, phase, t)
         elif log_lines.fatal_priority(line.fatal_code) < log_lines.fatal_priority(fault.code):
             fault.code, fault.line, fault.phase = line.fatal_code, text, phase
         if line.fatal_code in log_lines.CLASS_PHASES:
@@ -461,12 +462,14 @@ class Detector:
             words = "%s: %s" % (FAILURE_CLASSES[fault.code].title, fault.line[:240])
             if dead:
                 return Assessment(t, fault.phase, "failed", fault.code, words, evidence, progress)
-            if self._ordinary_t is not None and self._ordinary_t > fault.t + s.fatal_confirm_s:
+            others = [m for m in moved if m != "log"]
+            if (self._ordinary_t is not None and self._ordinary_t > fault.t + s.fatal_confirm_s) or (others and t > fault.seen_t):
+                # the start went on after it: ordinary lines, or other channels in a later poll
                 evidence["survived_lines"] = evidence.get("survived_lines", []) + [fault.line[:300]]
                 self._fault = None
             elif t - fault.t >= s.fatal_confirm_s:
                 # an exception of no known class also needs every other channel still
-                if fault.code != "fatal_error" or not [m for m in moved if m != "log"]:
+                if fault.code != "fatal_error" or not others:
                     return Assessment(t, fault.phase, "failed", fault.code, words, evidence, progress)
         if not dead:
             return None

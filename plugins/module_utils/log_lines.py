@@ -63,9 +63,10 @@ HARD_WATCHDOG = re.compile(r"self\.soft=False")
 SOFT_WATCHDOG = re.compile(r"self\.soft=True|soft watchdog", re.I)
 # Lines SGLang and its libraries print and carry on after, whatever words they contain.
 SURVIVABLE = re.compile(r"\bwarn(ing)?s?\b|Warning:|^\[W\d{3,4}|\bretry(ing)?\b|\bretries\b|fall(ing)? ?back|"
+                        r"\btry(ing)? (another|the next|port)\b|NCCL INFO|"
                         r"will be ignored|\bignor(e|ed|ing)\b|\bskipp(ed|ing)\b|\bnot supported\b.*\busing\b|self\.soft=True", re.I)
 # Words that make a survivable line worth showing to the operator.
-ALARMING = re.compile(r"error|exception|time(d)? ?out|fail|out of memory", re.I)
+ALARMING = re.compile(r"error|exception|time(d)? ?out|fail|out of memory|in use", re.I)
 # An exception raised in a process: a traceback header or "[module.]SomethingError: message".
 EXCEPTION = re.compile(r"^(?:\[rank\d+\]:\s*)?(?:(?:ERROR|CRITICAL)\s+\S+\.py:\d+:\s*)?(?:Traceback \(most recent call last\)|"
                        r"(?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception)(?::\s|:?$))")

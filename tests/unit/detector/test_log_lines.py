@@ -107,6 +107,7 @@ def test_the_hard_watchdog_says_so_and_is_lethal():
     "UserWarning: CUDA out of memory while tuning block size 256; skipping this config",
     "[W1130 10:00:00.000 ProcessGroupNCCL.cpp:1000] timeout while waiting, falling back to gloo",
     "Failed to import deep_gemm: ImportError: no module, falling back to triton kernels",
+    "Port 30001 is in use (address already in use), trying another port",
     "[2026-11-29 10:00:00] WARNING server_args.py:2321: Overlap scheduler is disabled; error-prone spec v1 path",
 ])
 def test_warnings_retries_and_fallbacks_are_survivable_however_they_are_worded(msg):

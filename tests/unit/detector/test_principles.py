@@ -29,6 +29,15 @@ def test_a_lethal_line_followed_by_ordinary_lines_was_survived(start):
     assert not any(x.final for x in s.polls(300))
 
 
+def test_an_unknown_exception_after_which_the_load_reads_on_was_survived(start):
+    s = start()
+    s.poll(log=["[2026-11-29 10:00:00 TP0] Load weight begin. avail mem=94.52 GB"])
+    s.poll(read_bps=2e9, log=["ModuleNotFoundError: No module named 'vllm'"])
+    a = s.poll(read_bps=2e9)
+    assert not a.final and "vllm" in a.evidence["survived_lines"][-1]
+    assert not any(x.final for x in s.polls(300, read_bps=2e9))
+
+
 def test_an_unknown_exception_while_the_other_ranks_wait_fails_within_two_polls(start):
     s = start()
     s.loaded()
