@@ -12,7 +12,7 @@ MOLECULE_SCENARIOS ?= default restart
 
 help:
 	@echo "make demo           restart the local demo host with an injected stall (README)"
-	@echo "make test           unit tests, ansible-lint and the Molecule scenarios (README)"
+	@echo "make test           unit tests, the detector over every trace, ansible-lint and the Molecule scenarios (README)"
 	@echo "make detector       the detector on every labelled trace, as recorded and perturbed (fails on any miss)"
 	@echo "make bench          detector benchmark on the trace corpus, beside the reference watchers, and perturbed"
 	@echo "make bench-restart  restart downtime, cold page cache against prewarmed"
