@@ -40,7 +40,7 @@ class DetectorSettings:
     # A lethal line fails the start once the process is gone, or once this long has passed
     # after it with no ordinary log line after it (SGLang's launcher kills the tree within a
     # second of a rank's exception); a line followed by ordinary lines later than this was survived.
-    fatal_confirm_s: float = 2.0
+    fatal_confirm_s: float = 1.0
     # The process going this soon after a survivable line (a watchdog dump) names that line.
     fatal_death_window_s: float = 60.0
     # Every process of the unit stopped (state T) this long: nothing can move.

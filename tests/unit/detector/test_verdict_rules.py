@@ -17,9 +17,10 @@ def test_blob_record_with_finished_bar_means_weights_loaded(start):
 def test_a_lethal_line_fails_once_nothing_follows_it_with_its_phase(start):
     s = start()
     s.loaded()
-    a = s.poll(log=["[x TP0] Capture cuda graph begin. avail mem=2.1 GB",
-                    "[x TP3] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."])
-    assert not a.final and "OutOfMemoryError" in a.evidence["fatal_lines"][0]   # 1 s after the line: not yet
+    at = s.t + s.poll_s - 0.5     # the line came half a second before the poll: not yet
+    a = s.poll(log=[{"t": at - 1, "msg": "[x TP0] Capture cuda graph begin. avail mem=2.1 GB"},
+                    {"t": at, "msg": "[x TP3] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."}])
+    assert not a.final and "OutOfMemoryError" in a.evidence["fatal_lines"][0]
     a = s.poll(cpu_pct=300)
     assert (a.verdict, a.reason_code, a.phase, a.final) == ("failed", "fatal_oom", "cuda_graph", True)
 
