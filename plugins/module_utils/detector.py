@@ -148,9 +148,11 @@ class Detector:
         self._fault = None        # _Fault awaiting proof
         self._survivable = None   # (t, code, line) of the last watchdog dump
         self._ordinary_t = None   # journal time of the latest ordinary (non-failure) record
+        self._survived_traceback_t = None  # "Exception ignored in ...": the traceback after it is survived
         # hardware states
         self._bands = {}          # gpu index -> 0 idle, 1 between, 2 spin (last sample)
         self._gpu_active_t = None
+        self._gpu_gap_t = None    # last poll without a GPU reading
         self._idle_gpu_seen = False
         self._stopped = _Clock()
         self._smi_since = None    # first nvidia-smi timeout of the current run of them
@@ -256,9 +258,16 @@ class Detector:
     def _on_failure_line(self, line, text, rec_t, t, facts):
         """Lethal lines open (or sharpen) the fault awaiting proof; survivable ones are evidence."""
         if not line.lethal:
-            facts.setdefault("survived_lines", []).append(text[:300])
+            if log_lines.ANNOUNCES_SURVIVED_TRACEBACK.search(line.text):
+                self._survived_traceback_t = rec_t
+            if line.survivable:
+                facts.setdefault("survived_lines", []).append(text[:300])
             if line.survivable == "watchdog":
                 self._survivable = (rec_t, line.fatal_code, text)
+            return
+        if line.fatal_code == "fatal_error" and self._survived_traceback_t is not None \
+                and rec_t - self._survived_traceback_t <= self.settings.fatal_confirm_s:
+            facts.setdefault("survived_lines", []).append(text[:300])   # the traceback Python announced
             return
         facts.setdefault("fatal_lines", []).append(text[:300])
         phase = log_lines.CLASS_PHASES.get(line.fatal_code) or self.phases.phase
@@ -347,6 +356,7 @@ class Detector:
     def _read_gpus(self, gpus, t, moved, first):
         """Record one nvidia-smi sample: memory moves, spinning and idle GPUs, sums."""
         if not isinstance(gpus, list) or not gpus:
+            self._gpu_gap_t = t
             return
         s = self.settings
         noise, spin_at, idle_below = s.gpu_mem_noise_mib, s.spin_util_pct, s.idle_util_pct
@@ -597,6 +607,8 @@ class Detector:
             # utilisation flat since the older sample: all idle, or spinning on some ranks
             if (self._gpu_active_t is not None and self._gpu_active_t > t_old) or not (gpus.all_idle or gpus.spinning):
                 return None
+            if self._gpu_gap_t is not None and self._gpu_gap_t > t_old:
+                return None   # a poll without a reading since: its bursts were not seen
             hardware = "GPUs idle" if gpus.all_idle else "GPUs spinning, utilisation flat"
         elif all(_host_wait_frame(new[r], s.stack_collective_depth) for r in common):
             hardware = "no GPU reading; every rank in a collective or host wait"

@@ -26,7 +26,8 @@ PHASE_MARKERS = (
     (re.compile(r"KV Cache is allocated|Memory pool end"), "kv_cache"),
     (re.compile(r"DeepGEMM JIT|DeepGEMM warmup|Entering DeepGEMM"), "jit_compile"),
     (re.compile(r"Capture (cuda graph|.*CUDA graph) (begin|end)|Capturing batches"), "cuda_graph"),
-    (re.compile(r"max_total_num_tokens=|Started server process|Waiting for application startup|Application startup complete|Uvicorn running on"), "http_server"),
+    (re.compile(r"max_total_num_tokens=|Started server process|Waiting for application startup|Application startup complete|"
+                r"Uvicorn running on"), "http_server"),
     (re.compile(r"GET /(get_)?model_info|POST /generate|Prefill batch"), "warmup"),
     (re.compile(r"The server is fired up and ready to roll"), "ready"),
 )
@@ -37,7 +38,8 @@ FATAL_PATTERNS = (
     (re.compile(r"OutOfMemoryError|CUDA out of memory|CUDA error: out of memory|Not enough memory\. Please try to increase", re.I), "fatal_oom"),
     (re.compile(r"memory capacity is unbalanced|may be occupied by other processes"), "fatal_gpu_occupied"),
     (re.compile(r"address already in use|\[Errno 98\]", re.I), "fatal_port_in_use"),
-    (re.compile(r"SafetensorError|Error while deserializing header|incomplete metadata|MetadataIncompleteBuffer|HeaderTooLarge|checkpoint .*(truncated|corrupt)", re.I), "fatal_checkpoint"),
+    (re.compile(r"SafetensorError|Error while deserializing header|incomplete metadata|MetadataIncompleteBuffer|HeaderTooLarge|"
+                r"checkpoint .*(truncated|corrupt)", re.I), "fatal_checkpoint"),
     (re.compile(r"Unexpected error during packing|error while (re)?packing", re.I), "fatal_packing"),
     (re.compile(r"Capture (cuda graph|.*CUDA graph) failed|CUDA graph capture failed", re.I), "fatal_cuda_graph"),
     (re.compile(r"Initialization failed\. warmup error|warmup error:", re.I), "fatal_warmup"),
@@ -62,9 +64,12 @@ WATCHDOG = re.compile(r"watchdog timeout|soft watchdog|watchdog (fired|triggered
 HARD_WATCHDOG = re.compile(r"self\.soft=False")
 SOFT_WATCHDOG = re.compile(r"self\.soft=True|soft watchdog", re.I)
 # Lines SGLang and its libraries print and carry on after, whatever words they contain.
-SURVIVABLE = re.compile(r"\bwarn(ing)?s?\b|Warning:|^\[W\d{3,4}|\bretry(ing)?\b|\bretries\b|fall(ing)? ?back|"
+SURVIVABLE = re.compile(r"\bwarn(ing)?s?\b|Warning:|^\[W\d{3,4}|^[WI]\d{4} \d|--- Logging error ---|\bretry(ing)?\b|\bretries\b|fall(ing)? ?back|"
                         r"\btry(ing)? (another|the next|port)\b|NCCL INFO|"
                         r"will be ignored|\bignor(e|ed|ing)\b|\bskipp(ed|ing)\b|\bnot supported\b.*\busing\b|self\.soft=True", re.I)
+# Python announces the tracebacks it prints and carries on after: an error in __del__ or
+# at interpreter exit, a failing logging handler. The traceback that follows is survived.
+ANNOUNCES_SURVIVED_TRACEBACK = re.compile(r"^Exception ignored in|^--- Logging error ---")
 # Words that make a survivable line worth showing to the operator.
 ALARMING = re.compile(r"error|exception|time(d)? ?out|fail|out of memory|in use", re.I)
 # An exception raised in a process: a traceback header or "[module.]SomethingError: message".

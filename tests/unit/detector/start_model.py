@@ -137,7 +137,7 @@ class ModelStart(Start):
     def healthy(self, kind, seconds):
         """`seconds` of one healthy kind of work; benign lines now and then."""
         end = self.t + seconds
-        busy_polls = 0
+        idle_run = 0
         while self.t < end:
             msgs = []
             if self.chatter and self.t >= self.next_chatter_t:
@@ -148,10 +148,8 @@ class ModelStart(Start):
                 self.step(msgs, cpu_pct=self.rng.uniform(300, 1500), stacks=STACKS[kind])
             elif kind == "gpu_bound":
                 # short kernels: a GPU at work is seen busy at least once every three polls
-                busy_polls = busy_polls + 1 if self.rng.random() < 0.5 or busy_polls >= 2 else busy_polls
-                burst = busy_polls >= 2 or self.rng.random() < 0.5
-                if burst:
-                    busy_polls = 0
+                burst = idle_run >= 2 or self.rng.random() < 0.5
+                idle_run = 0 if burst else idle_run + 1
                 self.util = [self.rng.randint(15, 100) if burst and self.rng.random() < 0.8 else self.rng.randint(0, 2)
                              for _ in range(self.gpus)]
                 if burst and not any(u >= 15 for u in self.util):

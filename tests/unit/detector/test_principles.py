@@ -38,6 +38,17 @@ def test_an_unknown_exception_after_which_the_load_reads_on_was_survived(start):
     assert not any(x.final for x in s.polls(300, read_bps=2e9))
 
 
+def test_a_traceback_python_announces_as_ignored_is_survived(start):
+    s = start()
+    s.loaded()
+    a = s.poll(log=["Exception ignored in: <function CustomAllreduce.__del__ at 0x7f3a2c1ff740>",
+                    "Traceback (most recent call last):",
+                    '  File "/sgl/srt/distributed/device_communicators/custom_all_reduce.py", line 300, in __del__',
+                    "AttributeError: 'CustomAllreduce' object has no attribute '_ptr'"])
+    assert "fatal_lines" not in a.evidence and len(a.evidence["survived_lines"]) == 3
+    assert not any(x.final for x in s.polls(300))
+
+
 def test_an_unknown_exception_while_the_other_ranks_wait_fails_within_two_polls(start):
     s = start()
     s.loaded()
