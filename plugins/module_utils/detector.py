@@ -152,7 +152,7 @@ class Detector:
         # hardware states
         self._bands = {}          # gpu index -> 0 idle, 1 between, 2 spin (last sample)
         self._gpu_active_t = None
-        self._gpu_gap_t = None    # last poll without a GPU reading
+        self._gpu_run = 0         # polls in a row with a GPU reading, this one included
         self._idle_gpu_seen = False
         self._stopped = _Clock()
         self._smi_since = None    # first nvidia-smi timeout of the current run of them
@@ -356,8 +356,9 @@ class Detector:
     def _read_gpus(self, gpus, t, moved, first):
         """Record one nvidia-smi sample: memory moves, spinning and idle GPUs, sums."""
         if not isinstance(gpus, list) or not gpus:
-            self._gpu_gap_t = t
+            self._gpu_run = 0
             return
+        self._gpu_run += 1
         s = self.settings
         noise, spin_at, idle_below = s.gpu_mem_noise_mib, s.spin_util_pct, s.idle_util_pct
         mem_moved, spin, all_idle, active = False, [], True, False
@@ -607,8 +608,8 @@ class Detector:
             # utilisation flat since the older sample: all idle, or spinning on some ranks
             if (self._gpu_active_t is not None and self._gpu_active_t > t_old) or not (gpus.all_idle or gpus.spinning):
                 return None
-            if self._gpu_gap_t is not None and self._gpu_gap_t > t_old:
-                return None   # a poll without a reading since: its bursts were not seen
+            if self._gpu_run < s.stacks_gpu_flat_polls:
+                return None   # too few readings in a row: a burst may have fallen on a lost one
             hardware = "GPUs idle" if gpus.all_idle else "GPUs spinning, utilisation flat"
         elif all(_host_wait_frame(new[r], s.stack_collective_depth) for r in common):
             hardware = "no GPU reading; every rank in a collective or host wait"

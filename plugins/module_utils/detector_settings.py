@@ -37,6 +37,9 @@ class DetectorSettings:
     # Without a GPU reading, stacks settle a stall only when every rank has a collective or
     # host wait (not a device synchronize) among this many innermost frames.
     stack_collective_depth: int = 3
+    # With GPU readings, stacks settle a stall only after this many readings in a row, all
+    # flat (short kernels show as bursts within a few polls; a lost reading may hide one).
+    stacks_gpu_flat_polls: int = 3
     # A lethal line fails the start once the process is gone, or once this long has passed
     # after it with no ordinary log line after it (SGLang's launcher kills the tree within a
     # second of a rank's exception); a line followed by ordinary lines later than this was survived.

@@ -5,8 +5,9 @@
    records are cut or ordered and whichever readings go missing, is never called
    stalled or failed, and ends ready.
 2. Every fault of ../shared/fault-catalog.md (and the generic classes behind it) is
-   called within its budget (score.py's): a fatal line or a death within 2 polls + 1 s,
-   a stall within 600 s of its onset with py-spy samples and 1800 s + 2 polls without,
+   called within its budget: a fatal line or a death within 2 polls + 1 s (score.py's),
+   a stall within 5 min of its onset with py-spy samples (score.py allows 10) and
+   30 min + 2 polls without,
    never before its onset, and with the phase it belongs to.
 
 Deterministic (derandomize), so CI sees the same examples every run. For a longer,
@@ -152,7 +153,7 @@ def test_a_stall_is_called_within_its_budget_never_before_its_onset(shape, noise
     _walk_to(s, phase, *prefix)
     s.step(["the last line before it stops"], cpu_pct=500)
     onset = s.t
-    budget = 600 if noise["stacks"] else 1800 + 2 * poll_s
+    budget = 300 if noise["stacks"] else 1800 + 2 * poll_s    # the target; score.py allows 600 s with stacks
     a = s.stall(kind, budget + 3 * poll_s, heartbeat=heartbeat)
     assert a.verdict in ("stalled", "failed"), describe(s, a)
     assert onset <= a.t <= onset + budget, describe(s, a)
