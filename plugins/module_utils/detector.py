@@ -55,7 +55,7 @@ class Assessment:
                 "want_stacks": self.want_stacks, "final": self.final}
 
 
-@dataclass(frozen=True)
+@dataclass
 class _GpuSample:
     t: float
     count: int
@@ -369,13 +369,24 @@ class Detector:
         recent = self._gpus is not None and t - self._gpus.t <= s.signal_stale_s
         for pos, g in enumerate(gpus):
             idx = g.get("index", pos)
-            mem = g.get("mem_used_mib")
             util = g.get("util_pct") or 0
-            band = 2 if util >= spin_at else 0 if util < idle_below else 1
-            if band == 1 or (recent and bands.get(idx, band) != band):
+            if util >= spin_at:
+                band = 2
+                spin.append(idx)
+                all_idle = False
+            elif util >= idle_below:
+                band = 1
+                all_idle = False
+                active = True
+            else:
+                band = 0
+            if util > util_max:
+                util_max = util
+            if recent and not active and bands.get(idx, band) != band:
                 active = True
             bands[idx] = band
-            if isinstance(mem, (int, float)):
+            mem = g.get("mem_used_mib")
+            if mem.__class__ is int or mem.__class__ is float:
                 used += mem
                 ref = refs.get(idx)
                 if ref is None:
@@ -384,12 +395,6 @@ class Detector:
                     refs[idx] = mem
                     mem_moved = True
             total += g.get("mem_total_mib") or 0
-            if util >= spin_at:
-                spin.append(idx)
-            if util >= idle_below:
-                all_idle = False
-            if util > util_max:
-                util_max = util
         if mem_moved and not first:
             moved.append("gpu_mem")
         if active and not first:
