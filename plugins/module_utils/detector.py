@@ -65,6 +65,7 @@ class _GpuSample:
     spinning: list       # indexes at or above spin_util_pct
     all_idle: bool       # every GPU below idle_util_pct
     active: bool         # utilisation between idle and spin, or a GPU changed band: kernels come and go
+    spin_at_idle_power: bool  # every spinning GPU draws about its idle power: a spin-wait, not a compute kernel
 
 
 @dataclass
@@ -153,6 +154,7 @@ class Detector:
         self._bands = {}          # gpu index -> 0 idle, 1 between, 2 spin (last sample)
         self._gpu_active_t = None
         self._gpu_run = 0         # polls in a row with a GPU reading, this one included
+        self._idle_power_w = None  # lowest power of a GPU seen idle: what a GPU draws doing nothing
         self._idle_gpu_seen = False
         self._stopped = _Clock()
         self._smi_since = None    # first nvidia-smi timeout of the current run of them
@@ -367,14 +369,23 @@ class Detector:
         refs = self._mem_ref
         bands = self._bands
         recent = self._gpus is not None and t - self._gpus.t <= s.signal_stale_s
+        floor = self._idle_power_w
+        above_idle = s.gpu_compute_power_above_idle_pct / 100.0
+        spin_powers = []
         for pos, g in enumerate(gpus):
             idx = g.get("index", pos)
             util = g.get("util_pct") or 0
-            if util >= spin_at:
+            power = g.get("power_w")
+            if power.__class__ is not int and power.__class__ is not float:
+                power = None
+            elif util < idle_below and (floor is None or power < floor):
+                floor = power
+            if util >= spin_at and (power is None or floor is None or power < floor * (1.0 + above_idle)):
                 band = 2
                 spin.append(idx)
+                spin_powers.append(power)
                 all_idle = False
-            elif util >= idle_below:
+            elif util >= idle_below:   # busy, or flat out while drawing compute power: kernels at work
                 band = 1
                 all_idle = False
                 active = True
@@ -399,7 +410,9 @@ class Detector:
             moved.append("gpu_mem")
         if active and not first:
             self._gpu_active_t = t
-        self._gpus = _GpuSample(t, len(gpus), used, total, util_max, spin, all_idle, active)
+        self._idle_power_w = floor
+        at_idle_power = bool(spin_powers) and floor is not None and None not in spin_powers
+        self._gpus = _GpuSample(t, len(gpus), used, total, util_max, spin, all_idle, active, at_idle_power)
         self._smi_since = None
 
     def _read_missing(self, obs, t):
@@ -519,7 +532,9 @@ class Detector:
             self._last_busy_t = t
         stopped = self._procs_stopped
         if gpu_active:
-            self._idle.reset()   # kernels come and go: whatever the CPU does, this is no idle spell
+            # kernels come and go (a stuck process launches none): no idle spell, no spin
+            self._idle.reset()
+            self._spin.reset()
         self._spin.update(spinning, t)
         self._idle.update(idle, t)
         self._stopped.update(stopped, t)
@@ -549,7 +564,9 @@ class Detector:
         if stopped and self._stopped.held_s(t) >= s.stall_stopped_window_s:
             reason = "every process of the unit stopped (state T) for %s: nothing can move" % fmt_duration(self._stopped.held_s(t))
             return self._decide(Assessment(t, phase, "stalled", "stall_idle", reason, evidence, progress))
-        spin_window = s.stall_spin_kernel_phase_window_s if phase in s.kernel_phases else s.stall_spin_window_s
+        # kernels may run flat out for long in the kernel phases, but not at idle power
+        long_spin = phase in s.kernel_phases and not (gpus is not None and gpus.spin_at_idle_power)
+        spin_window = s.stall_spin_kernel_phase_window_s if long_spin else s.stall_spin_window_s
         if spinning and self._spin.held_s(t) >= spin_window:
             reason = "%d of %d GPUs at >= %d%% utilisation with flat memory for %s and nothing else moving: a hung collective" % (
                 len(spin_gpus), gpus.count, s.spin_util_pct, fmt_duration(self._spin.held_s(t)))
@@ -616,8 +633,10 @@ class Detector:
             if self._gpu_run < s.stacks_gpu_flat_polls:
                 return None   # too few readings in a row: a burst may have fallen on a lost one
             hardware = "GPUs idle" if gpus.all_idle else "GPUs spinning, utilisation flat"
-        elif all(_host_wait_frame(new[r], s.stack_collective_depth) for r in common):
-            hardware = "no GPU reading; every rank in a collective or host wait"
+        elif any(_host_wait_frame(new[r], s.stack_collective_depth) for r in common) and all(waits):
+            # every rank waits and some wait on the host, not only for their own GPUs: SGLang's
+            # ranks run one code path in lockstep, so ranks parked apart wait on each other
+            hardware = "no GPU reading; every rank waiting, on the host or a collective"
         else:
             return None
         frame = next((w for w in waits if w), (new[common[0]] or ("?",))[0])

@@ -19,6 +19,9 @@ class DetectorSettings:
     # below idle_util_pct on every GPU the GPUs are idle.
     spin_util_pct: float = 90.0
     spin_min_gpus: int = 1
+    # A GPU at spin utilisation drawing this much more power than the lowest seen on an idle
+    # GPU (percent of that) runs compute kernels; a spin-wait draws about idle power.
+    gpu_compute_power_above_idle_pct: float = 75.0
     idle_util_pct: float = 10.0
     # Windows, measured from the moment the signature appeared (with no progress since).
     stall_spin_window_s: float = 300.0
@@ -34,7 +37,7 @@ class DetectorSettings:
     stacks_interval_s: float = 60.0
     stacks_min_gap_s: float = 50.0
     stack_wait_depth: int = 1
-    # Without a GPU reading, stacks settle a stall only when every rank has a collective or
+    # Without a GPU reading, stacks settle a stall only when some rank has a collective or
     # host wait (not a device synchronize) among this many innermost frames.
     stack_collective_depth: int = 3
     # With GPU readings, stacks settle a stall only after this many readings in a row, all

@@ -18,6 +18,7 @@ class Start:
         self.write_bytes = 0
         self.mem = [1100] * gpus
         self.util = [1] * gpus
+        self.power = None         # watts per GPU, or None: not reported
         self.comm = {"python3": gpus + 2}
         self.unit = {"active": "active", "sub": "running", "main_pid": 4242, "restarts": 0}
         self.http = {"health": None, "completion": None}
@@ -33,7 +34,8 @@ class Start:
         o = {"t": self.t, "unit": dict(self.unit),
              "procs": {"count": sum(self.comm.values()), "cpu_s": round(self.cpu_s, 2), "read_bytes": self.read_bytes,
                        "write_bytes": self.write_bytes, "comm": dict(self.comm)},
-             "gpus": [{"index": i, "mem_used_mib": self.mem[i], "mem_total_mib": 97887, "util_pct": self.util[i]}
+             "gpus": [dict({"index": i, "mem_used_mib": self.mem[i], "mem_total_mib": 97887, "util_pct": self.util[i]},
+                           **({} if self.power is None else {"power_w": self.power[i]}))
                       for i in range(self.gpus)],
              "log": [m if isinstance(m, dict) else {"t": self.t - 1, "msg": m} for m in log],
              "http": dict(self.http)}

@@ -7,10 +7,13 @@ the way the channels behave on a real host (../shared/fault-catalog.md):
 - healthy kinds: `cpu_busy` (repacking: cores busy, GPUs idle, one Python stack, no log),
   `gpu_bound` (autotune / MoE config tuning: host CPU low, the same stack on every sample
   with `synchronize` innermost, memory flat, utilisation in bursts: a GPU at work shows
-  some utilisation at least every few polls), `compile` (compiler children, cache
+  some utilisation at least every few polls), `gpu_flat_out` (large kernels back to back:
+  utilisation 90-100 % with a dip now and then, the same stack, CPU one core per rank
+  spinning in synchronize, hundreds of watts when power is reported), `compile` (compiler children, cache
   writes), `disk` (reads, slow or fast, memory in steps), `capture` (utilisation
   changing, memory creeping up);
-- stall kinds: `spin` (some GPUs at ~100 % with flat memory, ranks busy-polling),
+- stall kinds: `spin` (some GPUs at ~100 % with flat memory at about idle power, ranks
+  busy-polling),
   `idle` (everything flat), `wait_stacks` (every rank parked in a wait), `smi_wedged`
   (nvidia-smi times out every poll, ranks busy-polling), `stopped` (every process in
   state T).
@@ -46,11 +49,12 @@ BENIGN = (
     "Scheduler soft watchdog timeout after 300 s, dumping stacks",
     "No available shared memory broadcast block found in 60 seconds. This typically happens when some processes are hanging.",
 )
-HEALTHY_KINDS = ("cpu_busy", "gpu_bound", "compile", "disk", "capture")
+HEALTHY_KINDS = ("cpu_busy", "gpu_bound", "gpu_flat_out", "compile", "disk", "capture")
 STALL_KINDS = ("spin", "idle", "wait_stacks", "smi_wedged", "stopped")
 STACKS = {
     "cpu_busy": ["_pack_marlin_moe_weights", "process_weights_after_loading", "load_model", "run_scheduler_process"],
     "gpu_bound": ["synchronize", "benchmark_config", "tune", "tune_fused_moe", "run_scheduler_process"],
+    "gpu_flat_out": ["synchronize", "benchmark_config", "tune", "rank_main"],
     "compile": ["wait", "compile_kernels", "warmup", "run_scheduler_process"],
     "disk": ["read", "_load_shard", "load_weights", "load_model"],
     "capture": ["capture_one_batch_size", "capture", "init_cuda_graphs", "run_scheduler_process"],
@@ -70,6 +74,8 @@ class ModelStart(Start):
         self.rng = rng
         self.jitter, self.missing, self.cut, self.shuffle = jitter, missing, cut, shuffle
         self.with_stacks, self.chatter = stacks, chatter
+        self.with_power = True    # nvidia-smi reports power on every board the project runs on
+        self.watts()
         self.carry = []          # record parts journald delivers with the next poll
         self.assessments = []
         self.phase = "starting"
@@ -89,6 +95,12 @@ class ModelStart(Start):
             parts = [text[a:b] for a, b in zip([0] + cuts, cuts + [len(text)])]
             out += [{"t": at, "msg": p, "line_break": "line-max"} for p in parts[:-1]] + [{"t": at, "msg": parts[-1]}]
         return out
+
+    def watts(self, computing=()):
+        """Power per GPU: about idle (a spin-wait included), or hundreds of W on GPUs computing."""
+        if self.with_power:
+            self.power = [round(self.rng.uniform(300, 700) if i in computing else self.rng.uniform(75, 125), 2)
+                          for i in range(self.gpus)]
 
     def step(self, msgs=(), cpu_pct=800.0, read_bps=0.0, write_bps=0.0, stacks=None, smi_timeout=False, states=None):
         dt = self.poll_s * (self.rng.uniform(0.8, 1.2) if self.jitter else 1.0)
@@ -114,6 +126,7 @@ class ModelStart(Start):
         o = self.obs(log=recs, cpu_pct=cpu_pct, read_bps=read_bps, write_bps=write_bps, drop=drop, extra=extra, dt=dt)
         if states is not None and "procs" in o:
             o["procs"]["states"] = states
+        self.last_obs = o
         a = self.det.observe(o)
         self.assessments.append(a)
         return a
@@ -154,7 +167,16 @@ class ModelStart(Start):
                              for _ in range(self.gpus)]
                 if burst and not any(u >= 15 for u in self.util):
                     self.util[0] = self.rng.randint(15, 100)
+                self.watts([i for i, u in enumerate(self.util) if u >= 15])
                 self.step(msgs, cpu_pct=self.rng.uniform(10, 40), stacks=STACKS[kind])
+                self.watts()
+            elif kind == "gpu_flat_out":
+                # only power tells kernels pinned at 90-100 % from a spin-wait
+                # as recorded on two H200s: 90-100 % on most polls, a dip to 72-89 % on about one in ten
+                self.util = [self.rng.randint(72, 89) if self.rng.random() < 0.1 else self.rng.randint(90, 100) for _ in range(self.gpus)]
+                self.watts(range(self.gpus))
+                self.step(msgs, cpu_pct=100.0 * self.gpus, stacks=STACKS[kind])
+                self.watts()
             elif kind == "compile":
                 self.comm = {"python3": self.gpus + 2, self.rng.choice(("cicc", "ptxas", "nvcc", "cc1plus")): self.rng.randint(1, 8)}
                 self.util = [0] * self.gpus
