@@ -98,6 +98,38 @@ def test_without_gpu_readings_only_collective_or_host_waits_settle_a_stall(start
         assert s.poll(cpu_pct=800, drop=("gpus",), extra=_stacks(frames)).final is final
 
 
+def test_power_tells_kernels_at_full_tilt_from_a_spin_wait(start):
+    frames = ["synchronize", "benchmark_config", "tune"]
+    for watts, final in ((690.0, False), (121.0, True)):     # as recorded on two H200s: autotune, hung all-reduce
+        s = start(gpus=2)
+        s.power = [80.0, 80.0]
+        s.loaded()
+        s.util, s.power = [99, 99], [watts, watts]
+        out = [s.poll(cpu_pct=200, extra=_stacks(frames, ranks=2) if i % 6 == 0 else None) for i in range(36)]
+        assert any(a.final for a in out) is final, out[-1].reason
+
+
+def test_a_spin_at_idle_power_gets_the_short_window_even_in_a_kernel_phase(start):
+    s = start(gpus=2)
+    s.power = [80.0, 80.0]
+    s.loaded()
+    s.poll(log=["[x TP0] Capture cuda graph begin. avail mem=2 GB"])
+    s.util, s.power = [100, 0], [121.0, 116.0]
+    out = s.polls(330, cpu_pct=100)
+    assert out[-1].verdict == "stalled" and out[-1].reason_code == "stall_spin" and out[-1].phase == "cuda_graph"
+
+
+def test_without_gpu_readings_ranks_parked_apart_on_the_host_settle_a_stall(start):
+    s = start(gpus=2)
+    s.loaded()
+    ranks = {"stacks": [{"pid": 1, "rank": "TP0", "frames": ["synchronize", "capture", "rank_main"]},
+                        {"pid": 2, "rank": "TP1", "frames": ["wait", "wait", "wait_for_next_batch"]}]}
+    s.poll(cpu_pct=100, drop=("gpus",), extra=ranks)
+    s.polls(50, cpu_pct=100, drop=("gpus",))
+    a = s.poll(cpu_pct=100, drop=("gpus",), extra=ranks)
+    assert a.verdict == "stalled" and "on the host" in a.evidence["stacks"]["hardware"]
+
+
 def test_every_process_stopped_is_a_stall_without_stacks(start):
     s = start()
     s.loaded()
