@@ -954,6 +954,41 @@ def failed_bind_error_records_out_of_order():
     return sim
 
 
+@scenario
+def healthy_autotune_flat_out_high_power_20min():
+    sim = Sim("healthy_autotune_flat_out_high_power_20min",
+              "GPU-bound kernel autotuning with large candidates, as recorded on two H200s: 20 min at 90-100% utilisation "
+              "on every GPU, 600-700 W (idle ~80 W), GPU memory flat, the same stack on every sample (synchronize "
+              "innermost), one core per rank spinning in it, no log line. Only power tells it from a spin-wait.",
+              family="new", seed=58)
+    s_init(sim)
+    s_init_end(sim)
+    s_load(sim, 40, read_bps=25e6)
+    sim.run(60, cpu_pct=800, util=(0, 2), power_w=(75.0, 90.0))
+    s_kv(sim)
+    frames = ["synchronize", "benchmark_config", "tune", "rank_main"]
+    sim.run(20 * 60, cpu_pct=800, util=(90, 100), stacks=frames, power_w=(600.0, 700.0))
+    s_graph(sim)
+    s_http_ready(sim)
+    sim.expect_ready()
+    return sim
+
+
+@scenario
+def stall_capture_allreduce_spin_at_idle_power():
+    sim = Sim("stall_capture_allreduce_spin_at_idle_power",
+              "Graph capture's all-reduce hangs on 4 of 8 GPUs: 100% utilisation at about idle power (115-125 W against "
+              "75-90 W idle), the others idle, memory flat, ranks busy-polling, no log, no py-spy. A spin, not kernels at "
+              "full tilt, although it happens in a phase where kernels may run flat out.", seed=59)
+    warm_start_to_graph(sim)
+    sim.run(sim.poll_s, cpu_pct=800, util=(0, 2), power_w=(75.0, 90.0))
+    graph_begin(sim)
+    sim.run(sim.poll_s, cpu_pct=800, mem_to=sim.mem[0] + 120, util=(20, 30), power_w=(200.0, 300.0))
+    sim.expect_stalled("cuda_graph")
+    sim.run(32 * 60, cpu_pct=400, util=lambda i: (99, 100) if i < 4 else (0, 1), progress=False, power_w=(110.0, 125.0))
+    return sim
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="compare with the committed traces instead of writing")
