@@ -8,12 +8,13 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 # Molecule scenarios run by `make test`, in this order.
 MOLECULE_SCENARIOS ?= default restart
 
-.PHONY: help venv podman image unit lint molecule test demo bench bench-restart clean
+.PHONY: help venv podman image unit detector lint molecule test demo bench bench-restart clean
 
 help:
 	@echo "make demo           restart the local demo host with an injected stall (README)"
-	@echo "make test           unit tests, ansible-lint and the Molecule scenarios (README)"
-	@echo "make bench          detector benchmark on the trace corpus, beside the reference watchers"
+	@echo "make test           unit tests, the detector over every trace, ansible-lint and the Molecule scenarios (README)"
+	@echo "make detector       the detector on every labelled trace, as recorded and perturbed (fails on any miss)"
+	@echo "make bench          detector benchmark on the trace corpus, beside the reference watchers, and perturbed"
 	@echo "make bench-restart  restart downtime, cold page cache against prewarmed"
 
 venv: $(VENV)/.installed
@@ -33,6 +34,13 @@ image: podman
 unit: venv
 	$(PY) -m pytest -q tests/unit
 
+# Every labelled trace through the replay, as recorded (score.py) and under each
+# perturbation of perturb.py: any false restart, miss or late verdict fails.
+DETECTOR_TRACES := ../shared/traces tests/traces tests/traces/real
+detector: venv
+	$(PY) ../shared/tools/score.py --cmd 'bin/sglang-ops replay {trace}' $(DETECTOR_TRACES)
+	$(PY) ../shared/tools/perturb.py --quiet --jobs 2 --cwd . $(DETECTOR_TRACES)
+
 lint: venv
 	$(VENV)/bin/ansible-lint
 
@@ -44,7 +52,7 @@ molecule: venv image
 	  echo "== molecule test -s $$s passed in $$((SECONDS - start)) s"; \
 	done
 
-test: unit lint molecule
+test: unit detector lint molecule
 
 demo: venv image
 	bin/demo

@@ -6,7 +6,11 @@ For every labelled trace in ../shared/traces and tests/traces: the project's det
 watchers of ../shared/tools/baseline.py (deadline 660 s, deadline 1800 s, 300 s of log
 silence), each judged with ../shared/tools/score.py's rules. Then per watcher: passes,
 false restarts, misses, late detections, detection latency median/max and phase
-attribution; and the detector's replay throughput in observations per second.
+attribution; the detector's replay throughput in observations per second (target:
+10,000 or more); and ../shared/tools/perturb.py's table over the same traces (each
+trace replayed as recorded and under every perturbation: resampled, dropped and
+jittered polls, records cut at LineMax, no GPU readings, no py-spy samples, ...).
+Exit status 1 when the throughput is below target or any perturbed replay did not pass.
 """
 import glob
 import importlib.util
@@ -26,6 +30,8 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settin
 from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import read_trace  # noqa: E402
 from sglang_ops_cli.commands.replay import replay  # noqa: E402
 
+MIN_OBS_PER_S = 10000
+TRACE_DIRS = (os.path.join(SHARED, "traces"), os.path.join(ROOT, "tests", "traces"), os.path.join(ROOT, "tests", "traces", "real"))
 BASELINES = (("deadline 660", ["deadline", "660"]), ("deadline 1800", ["deadline", "1800"]), ("silence 300", ["silence", "300"]))
 
 
@@ -89,7 +95,7 @@ def main():
         print("../shared is missing: the benchmark needs score.py and baseline.py beside the checkout")
         return 1
     judge = load_score().judge
-    paths = sorted(glob.glob(os.path.join(SHARED, "traces", "*.jsonl"))) + sorted(glob.glob(os.path.join(ROOT, "tests", "traces", "*.jsonl")))
+    paths = [p for d in TRACE_DIRS for p in sorted(glob.glob(os.path.join(d, "*.jsonl")))]
     traces = [(p,) + read_trace(p) for p in paths]
     traces = [(p, h, o) for p, h, o in traces if h.get("expect")]
     watchers = [("sglang-ops", None)] + list(BASELINES)
@@ -133,9 +139,14 @@ def main():
             print("  %-28s %2d traces  median %4ds  max %4ds" % (cls, len(lats), round(statistics.median(lats)), round(max(lats))))
     fed, elapsed = throughput([(h, o) for _, h, o in traces])
     print()
-    print("replay throughput: %d observations in %.2f s = %d observations/s (in-process, one core, best of 3 passes)" % (
-        fed, elapsed, fed / elapsed))
-    return 0
+    rate = fed / elapsed
+    print("replay throughput: %d observations in %.2f s = %d observations/s (in-process, one core, best of 3 passes; target >= %d)" % (
+        fed, elapsed, rate, MIN_OBS_PER_S))
+    print()
+    print("perturbations (../shared/tools/perturb.py):", flush=True)
+    perturbed = subprocess.run([sys.executable, os.path.join(SHARED, "tools", "perturb.py"), "--quiet", "--jobs", "2",
+                                "--cwd", ROOT, *TRACE_DIRS], cwd=ROOT)
+    return 0 if rate >= MIN_OBS_PER_S and perturbed.returncode == 0 else 1
 
 
 if __name__ == "__main__":

@@ -4,8 +4,10 @@ Progress is anything that moves (docs/detector.md): a new non-heartbeat journal 
 a tqdm counter that advanced, GPU memory beyond allocator noise, storage reads or
 writes above a noise floor, compiler child processes at work, a better HTTP answer.
 A stall needs no progress AND a waiting signature held for its window (spin, idle,
-identical py-spy stacks in a wait); otherwise only the long no-progress fallbacks
-apply. Fatal log lines and a dead main process fail within one poll.
+stopped processes, nvidia-smi wedged, identical py-spy stacks the hardware agrees with);
+otherwise only the long no-progress fallbacks apply. A line SGLang dies of fails the
+start once the process goes or nothing follows it; a dead main process fails at once.
+Records journald cut at LineMax are joined before anything reads them.
 """
 import functools
 import re
@@ -24,7 +26,11 @@ INTERIM_CODES = ("starting", "progressing", "quiet", "suspect_spin", "suspect_id
 COMPILER_COMMS = re.compile(r"^(cc1plus|cc1|cicc|nvcc|ptxas|nvlink|fatbinary|cudafe\+\+|gcc|g\+\+|c\+\+|cc|clang\+\+|clang|ld|ld\.lld|as|ninja|make)$")
 WAIT_FRAME = re.compile(r"wait|barrier|futex|poll|select|recv|sleep|acquire|join|synchroni[sz]e|"
                         r"all_?reduce|all_?gather|broadcast|reduce_?scatter|all_?to_?all|nccl|accept|lock", re.I)
+# A device synchronize is where GPU-bound work (autotune, benchmarking) waits too: without a
+# GPU reading it proves nothing.
+DEVICE_SYNC = re.compile(r"synchroni[sz]e|elapsed_time|do_bench|bench", re.I)
 DEAD_ACTIVE = ("failed", "inactive", "deactivating")
+STOPPED_STATES = ("T", "t")
 DEAD_SUB = ("dead", "failed", "auto-restart", "exited", "stop", "stop-sigterm", "stop-sigkill", "stop-post", "final-sigterm", "final-sigkill")
 
 
@@ -49,7 +55,7 @@ class Assessment:
                 "want_stacks": self.want_stacks, "final": self.final}
 
 
-@dataclass(frozen=True)
+@dataclass
 class _GpuSample:
     t: float
     count: int
@@ -58,6 +64,18 @@ class _GpuSample:
     util_max_pct: float
     spinning: list       # indexes at or above spin_util_pct
     all_idle: bool       # every GPU below idle_util_pct
+    active: bool         # utilisation between idle and spin, or a GPU changed band: kernels come and go
+    spin_at_idle_power: bool  # every spinning GPU draws about its idle power: a spin-wait, not a compute kernel
+
+
+@dataclass
+class _Fault:
+    """A line SGLang dies of, waiting for its proof (the process going, or nothing after it)."""
+    t: float             # journal time of the first lethal line
+    code: str
+    line: str
+    phase: str
+    seen_t: float        # observation that brought it
 
 
 class _Clock:
@@ -126,6 +144,23 @@ class Detector:
         self._idle = _Clock()
         self._stacks = []         # [(t, {rank: frames})] taken since the last progress
         self._last_stack_t = None
+        # lines and records
+        self._partial = None      # (t, text, polls carried) of a record journald cut at LineMax
+        self._fault = None        # _Fault awaiting proof
+        self._survivable = None   # (t, code, line) of the last watchdog dump
+        self._ordinary_t = None   # journal time of the latest ordinary (non-failure) record
+        self._survived_traceback_t = None  # "Exception ignored in ...": the traceback after it is survived
+        # hardware states
+        self._bands = {}          # gpu index -> 0 idle, 1 between, 2 spin (last sample)
+        self._gpu_active_t = None
+        self._gpu_run = 0         # polls in a row with a GPU reading, this one included
+        self._idle_power_w = None  # lowest power of a GPU seen idle: what a GPU draws doing nothing
+        self._idle_gpu_seen = False
+        self._stopped = _Clock()
+        self._smi_since = None    # first nvidia-smi timeout of the current run of them
+        self._procs_stopped = False
+        self._work_stack_t = None  # last stack sample in which a rank was computing, not waiting
+        self._sync_stack_t = None  # last stack sample with every rank in a device synchronize
 
     # ------------------------------------------------------------------ public
     def observe(self, obs):
@@ -139,10 +174,11 @@ class Detector:
         moved = []
         facts = {}
 
-        fatal = self._read_logs(obs.get("log") or (), t, moved, facts)
+        self._read_logs(obs.get("log") or (), t, moved, facts)
         dead = self._read_unit(obs, facts)
         self._read_procs(obs.get("procs"), t, moved, first)
         self._read_gpus(obs.get("gpus"), t, moved, first)
+        self._read_missing(obs, t)
         self._read_http(obs.get("http"), t, moved, first)
         self._read_stacks(obs.get("stacks"), t)
 
@@ -154,19 +190,14 @@ class Detector:
             self._idle.reset()
             self._stacks = [s for s in self._stacks if s[0] >= t]
         progress = self._progress(t)
-        fatal_phase = facts.pop("fatal_phase", None)
         evidence = {"moved": sorted(set(moved)), "last_moved": dict(self.last_moved)}
         evidence.update(facts)
 
         if self._is_ready(obs):
             return self._decide(Assessment(t, "ready", "ready", "ready", self._ready_reason(obs), evidence, progress))
-        if fatal is not None:
-            code, line = fatal
-            phase = fatal_phase or self.phases.phase
-            words = FAILURE_CLASSES[code].title
-            return self._decide(Assessment(t, phase, "failed", code, "%s: %s" % (words, line[:240]), evidence, progress))
-        if dead:
-            return self._decide(Assessment(t, self.phases.phase, "failed", "process_exited", dead, evidence, progress))
+        failed = self._judge_fault(t, dead, moved, evidence, progress)
+        if failed is not None:
+            return self._decide(failed)
         if moved or first:
             return Assessment(t, self.phases.phase, "progressing", "progressing" if moved else "starting",
                               self._moving_words(moved), evidence, progress)
@@ -174,42 +205,81 @@ class Detector:
 
     # ------------------------------------------------------------------ channels
     def _read_logs(self, records, t, moved, facts):
-        """Phase markers, fatal lines, exit lines and log progress of one poll's records.
-
-        Returns (reason code, line) of the most specific fatal line, or None."""
-        fatal = None
+        """Phase markers, lethal and survivable lines, exit lines and log progress of one
+        poll's records, in their own time order, cut records joined first."""
         keys_this_poll = set()
+        if records and any(records[i].get("t", t) > records[i + 1].get("t", t) for i in range(len(records) - 1)):
+            records = sorted(records, key=lambda r: r.get("t", t))
+        partial = self._partial
+        self._partial = None
         for rec in records:
             msg = rec.get("msg") or ""
-            parts = tqdm_frames.frames(msg) if ("\r" in msg or "\n" in msg) else [msg]
-            bar = tqdm_frames.last_bar(msg) if "%" in msg else None
-            if bar is not None:
-                self._on_bar(bar, t, moved)
-            for part in parts:
-                if bar is not None and bar.desc[:20] in part and tqdm_frames.parse_frame(part) is not None:
-                    continue   # bar frames: handled above as one bar state
-                line = log_lines.classify(part)
-                if line.phase is not None:
-                    self.phases.enter(line.phase, t)
-                    self._ready_line = self._ready_line or line.phase == "ready"
-                if line.fatal_code:
-                    facts.setdefault("fatal_lines", []).append(part.strip()[:300])
-                    if fatal is None or log_lines.fatal_priority(line.fatal_code) < log_lines.fatal_priority(fatal[0]):
-                        fatal = (line.fatal_code, part.strip())
-                        facts["fatal_phase"] = self.phases.phase
-                if line.exit_status:
-                    facts["exit_status"] = line.exit_status
-                    facts["main_exited_line"] = line.text
-                if line.exit_status or line.unit_done:
-                    continue   # systemd's words about the unit: a death sign, not progress
-                if line.heartbeat or self._heartbeat_polls.get(line.key, 0) >= self.settings.heartbeat_repeat_polls:
-                    facts["heartbeat_lines"] = facts.get("heartbeat_lines", 0) + 1
-                    continue
-                keys_this_poll.add(line.key)
-                moved.append("log")
+            rec_t = rec.get("t", t)
+            if partial is not None:
+                msg, rec_t = partial[1] + msg, partial[0]
+                partial = None
+            if rec.get("line_break") == "line-max":
+                partial = (rec_t, msg, 0)
+                continue
+            self._read_record(msg, rec_t, t, moved, facts, keys_this_poll)
+        if partial is not None:
+            if partial[2] >= 1:      # the rest never came: read what there is
+                self._read_record(partial[1], partial[0], t, moved, facts, keys_this_poll)
+            else:
+                self._partial = (partial[0], partial[1], partial[2] + 1)
         for key in keys_this_poll:
             self._heartbeat_polls[key] = self._heartbeat_polls.get(key, 0) + 1
-        return fatal
+
+    def _read_record(self, msg, rec_t, t, moved, facts, keys_this_poll):
+        parts = tqdm_frames.frames(msg) if ("\r" in msg or "\n" in msg) else [msg]
+        bar = tqdm_frames.last_bar(msg) if "%" in msg else None
+        if bar is not None:
+            self._on_bar(bar, rec_t, moved)
+        for part in parts:
+            if bar is not None and bar.desc[:20] in part and tqdm_frames.parse_frame(part) is not None:
+                continue   # bar frames: handled above as one bar state
+            line = log_lines.classify(part)
+            if line.phase is not None:
+                self.phases.enter(line.phase, rec_t)
+                self._ready_line = self._ready_line or line.phase == "ready"
+            if line.fatal_code or line.survivable:
+                self._on_failure_line(line, part.strip(), rec_t, t, facts)
+            if line.exit_status:
+                facts["exit_status"] = line.exit_status
+                facts["main_exited_line"] = line.text
+            if line.exit_status or line.unit_done:
+                continue   # systemd's words about the unit: a death sign, not progress
+            if line.heartbeat or self._heartbeat_polls.get(line.key, 0) >= self.settings.heartbeat_repeat_polls:
+                facts["heartbeat_lines"] = facts.get("heartbeat_lines", 0) + 1
+                continue
+            keys_this_poll.add(line.key)
+            moved.append("log")
+            if not line.chatter and (self._ordinary_t is None or rec_t > self._ordinary_t):
+                self._ordinary_t = rec_t
+
+    def _on_failure_line(self, line, text, rec_t, t, facts):
+        """Lethal lines open (or sharpen) the fault awaiting proof; survivable ones are evidence."""
+        if not line.lethal:
+            if log_lines.ANNOUNCES_SURVIVED_TRACEBACK.search(line.text):
+                self._survived_traceback_t = rec_t
+            if line.survivable:
+                facts.setdefault("survived_lines", []).append(text[:300])
+            if line.survivable == "watchdog":
+                self._survivable = (rec_t, line.fatal_code, text)
+            return
+        if line.fatal_code == "fatal_error" and self._survived_traceback_t is not None \
+                and rec_t - self._survived_traceback_t <= self.settings.fatal_confirm_s:
+            facts.setdefault("survived_lines", []).append(text[:300])   # the traceback Python announced
+            return
+        facts.setdefault("fatal_lines", []).append(text[:300])
+        phase = log_lines.CLASS_PHASES.get(line.fatal_code) or self.phases.phase
+        fault = self._fault
+        if fault is None:
+            self._fault = _Fault(rec_t, line.fatal_code, text, phase, t)
+        elif log_lines.fatal_priority(line.fatal_code) < log_lines.fatal_priority(fault.code):
+            fault.code, fault.line, fault.phase = line.fatal_code, text, phase
+        if line.fatal_code in log_lines.CLASS_PHASES:
+            self.phases.enter(phase, rec_t)
 
     def _on_bar(self, bar, t, moved):
         kind = bar_kind(bar.desc) or bar.desc
@@ -272,6 +342,12 @@ class Detector:
                 if self._write_bps >= self.settings.io_noise_bytes_per_s:
                     moved.append("disk_write")
             self._io = (t, rb, wb)
+        states = procs.get("states")
+        if isinstance(states, dict):
+            count = sum(n for n in states.values() if isinstance(n, int))
+            self._procs_stopped = count > 0 and sum(states.get(k, 0) or 0 for k in STOPPED_STATES) == count
+        else:
+            self._procs_stopped = False
         comm = procs.get("comm")
         if isinstance(comm, dict):
             compilers = sorted(c for c, n in comm.items() if n and COMPILER_COMMS.match(c))
@@ -282,18 +358,46 @@ class Detector:
     def _read_gpus(self, gpus, t, moved, first):
         """Record one nvidia-smi sample: memory moves, spinning and idle GPUs, sums."""
         if not isinstance(gpus, list) or not gpus:
+            self._gpu_run = 0
             return
+        self._gpu_run += 1
         s = self.settings
         noise, spin_at, idle_below = s.gpu_mem_noise_mib, s.spin_util_pct, s.idle_util_pct
-        mem_moved, spin, all_idle = False, [], True
+        mem_moved, spin, all_idle, active = False, [], True, False
         used = total = 0
         util_max = 0
         refs = self._mem_ref
+        bands = self._bands
+        recent = self._gpus is not None and t - self._gpus.t <= s.signal_stale_s
+        floor = self._idle_power_w
+        above_idle = s.gpu_compute_power_above_idle_pct / 100.0
+        spin_powers = []
         for pos, g in enumerate(gpus):
             idx = g.get("index", pos)
-            mem = g.get("mem_used_mib")
             util = g.get("util_pct") or 0
-            if isinstance(mem, (int, float)):
+            power = g.get("power_w")
+            if power.__class__ is not int and power.__class__ is not float:
+                power = None
+            elif util < idle_below and (floor is None or power < floor):
+                floor = power
+            if util >= spin_at and (power is None or floor is None or power < floor * (1.0 + above_idle)):
+                band = 2
+                spin.append(idx)
+                spin_powers.append(power)
+                all_idle = False
+            elif util >= idle_below:   # busy, or flat out while drawing compute power: kernels at work
+                band = 1
+                all_idle = False
+                active = True
+            else:
+                band = 0
+            if util > util_max:
+                util_max = util
+            if recent and not active and bands.get(idx, band) != band:
+                active = True
+            bands[idx] = band
+            mem = g.get("mem_used_mib")
+            if mem.__class__ is int or mem.__class__ is float:
                 used += mem
                 ref = refs.get(idx)
                 if ref is None:
@@ -302,15 +406,29 @@ class Detector:
                     refs[idx] = mem
                     mem_moved = True
             total += g.get("mem_total_mib") or 0
-            if util >= spin_at:
-                spin.append(idx)
-            if util >= idle_below:
-                all_idle = False
-            if util > util_max:
-                util_max = util
         if mem_moved and not first:
             moved.append("gpu_mem")
-        self._gpus = _GpuSample(t, len(gpus), used, total, util_max, spin, all_idle)
+        if active and not first:
+            self._gpu_active_t = t
+        self._idle_power_w = floor
+        at_idle_power = bool(spin_powers) and floor is not None and None not in spin_powers
+        self._gpus = _GpuSample(t, len(gpus), used, total, util_max, spin, all_idle, active, at_idle_power)
+        self._smi_since = None
+
+    def _read_missing(self, obs, t):
+        """A timed-out nvidia-smi while the unit runs is evidence (a wedged driver), not nothing."""
+        why = (obs.get("missing") or {}).get("gpus") if isinstance(obs.get("missing"), dict) else None
+        unit = obs.get("unit")
+        running = not isinstance(unit, dict) or unit.get("active") in ("active", "activating", "reloading", None)
+        # "timed out" or "exited N: Unable to determine the device handle ...": the driver did not
+        # answer; "not found" / "not runnable" say nothing about the GPUs
+        if "gpus" in obs:
+            return
+        if isinstance(why, str) and ("timed out" in why or "exited" in why) and running:
+            if self._smi_since is None:
+                self._smi_since = t
+        else:
+            self._smi_since = None
 
     def _fresh_gpus(self, t):
         if self._gpus is None or t - self._gpus.t > self.settings.signal_stale_s:
@@ -338,6 +456,12 @@ class Detector:
             sample[key] = tuple(s.get("frames") or ())
         self._stacks = self._stacks[-8:] + [(t, sample)]
         self._last_stack_t = t
+        depth = self.settings.stack_wait_depth
+        waits = [_wait_frame(frames, depth) for frames in sample.values() if frames]
+        if any(w is None for w in waits):
+            self._work_stack_t = t
+        elif waits and all(DEVICE_SYNC.search(w) for w in waits):
+            self._sync_stack_t = t   # the host waits for the GPU: only the GPU says whether it works
         return sample
 
     # ------------------------------------------------------------------ decisions
@@ -357,6 +481,33 @@ class Detector:
             return "a completion succeeded (%s ms)" % comp.get("ms")
         return "/health answered 200 after the ready line"
 
+    def _judge_fault(self, t, dead, moved, evidence, progress):
+        """failed when a lethal line is proven (the process went, or nothing ordinary followed it
+        for fatal_confirm_s), or the process is gone; None otherwise. A lethal line followed by
+        ordinary lines was survived: it stays evidence."""
+        s = self.settings
+        fault = self._fault
+        if fault is not None:
+            words = "%s: %s" % (FAILURE_CLASSES[fault.code].title, fault.line[:240])
+            if dead:
+                return Assessment(t, fault.phase, "failed", fault.code, words, evidence, progress)
+            others = [m for m in moved if m != "log"]
+            if (self._ordinary_t is not None and self._ordinary_t > fault.t + s.fatal_confirm_s) or (others and t > fault.seen_t):
+                # the start went on after it: ordinary lines, or other channels in a later poll
+                evidence["survived_lines"] = evidence.get("survived_lines", []) + [fault.line[:300]]
+                self._fault = None
+            elif t - fault.t >= s.fatal_confirm_s:
+                # an exception of no known class also needs every other channel still
+                if fault.code != "fatal_error" or not others:
+                    return Assessment(t, fault.phase, "failed", fault.code, words, evidence, progress)
+        if not dead:
+            return None
+        last = self._survivable
+        if last is not None and t - last[0] <= s.fatal_death_window_s:
+            words = "%s, and the process went: %s; %s" % (FAILURE_CLASSES[last[1]].title, last[2][:200], dead)
+            return Assessment(t, self.phases.phase, "failed", last[1], words, evidence, progress)
+        return Assessment(t, self.phases.phase, "failed", "process_exited", dead, evidence, progress)
+
     def _judge_silence(self, t, evidence, progress):
         s = self.settings
         phase = self.phases.phase
@@ -364,40 +515,73 @@ class Detector:
         cpu_known = self._cpu_pct is not None and self._cpu_t is not None and t - self._cpu_t <= s.signal_stale_s
         cpu_idle = cpu_known and self._cpu_pct < s.cpu_idle_pct
         gpus = self._fresh_gpus(t)
-        spin_gpus = gpus.spinning if gpus is not None else []
-        spinning = gpus is not None and len(spin_gpus) >= s.spin_min_gpus
+        gpu_active = gpus is not None and gpus.active
+        spin_gpus = gpus.spinning if gpus is not None and not gpu_active else []
+        spinning = len(spin_gpus) >= s.spin_min_gpus
         gpus_idle = gpus is not None and gpus.all_idle
-        idle = cpu_idle and gpus_idle and not self._compilers
+        # no GPU reading and the ranks waiting on their GPUs: the GPUs may well be computing
+        gpu_wait_blind = gpus is None and self._sync_stack_t is not None and t - self._sync_stack_t <= 3 * s.stacks_interval_s
+        idle = cpu_idle and not self._compilers and (gpus_idle or (gpus is None and not gpu_wait_blind))
         busy = cpu_known and not cpu_idle and not spinning
-        if busy:
+        # Busy CPU is work only when something says it computes: GPUs answering and not
+        # spinning, kernels coming and going, a stack in a compute loop, a compiler. Alone
+        # it is as likely a rank busy-polling a hung collective.
+        recent_work_stack = self._work_stack_t is not None and t - self._work_stack_t <= 3 * s.stacks_interval_s
+        working = gpu_active or gpu_wait_blind or (busy and (gpus is not None or recent_work_stack or bool(self._compilers)))
+        if working:
             self._last_busy_t = t
+        stopped = self._procs_stopped
+        if gpu_active:
+            # kernels come and go (a stuck process launches none): no idle spell, no spin
+            self._idle.reset()
+            self._spin.reset()
         self._spin.update(spinning, t)
         self._idle.update(idle, t)
-        signature = "spin" if spinning else "idle" if idle else "busy" if busy else "unknown"
+        self._stopped.update(stopped, t)
+        if idle and gpus_idle:
+            self._idle_gpu_seen = True
+        elif not idle:
+            self._idle_gpu_seen = False
+        signature = ("stopped" if stopped else "spin" if spinning else "idle" if idle else "gpu_active" if gpu_active
+                     else "busy" if busy else "unknown")
         evidence.update({"signature": signature, "no_progress_s": round(quiet_s, 1)})
         if spinning:
             evidence["spin_gpus"] = spin_gpus
         if cpu_known:
             evidence["cpu_pct"] = round(self._cpu_pct, 1)
+        if gpus is None:
+            evidence["gpus"] = "unanswered since %s" % fmt_duration(t - self._smi_since) if self._smi_since is not None else "unknown"
 
-        confirmed = self._identical_wait_stacks(t, cpu_idle)
+        confirmed = self._identical_wait_stacks(t, cpu_idle, gpus, stopped)
         if confirmed:
             evidence["stacks"] = confirmed
             code = "stall_spin" if spinning else "stall_wait_stacks"
             what = ("%d GPU(s) spinning and " % len(spin_gpus)) if spinning else ""
-            reason = "%sall %d sampled ranks show the same stack, parked in %s, on samples %ds apart; nothing moved for %s" % (
-                what, confirmed["ranks"], confirmed["wait_frame"], confirmed["gap_s"], fmt_duration(quiet_s))
+            reason = "%sall %d sampled ranks show the same stack, parked in %s, on samples %ds apart (%s); nothing moved for %s" % (
+                what, confirmed["ranks"], confirmed["wait_frame"], confirmed["gap_s"], confirmed["hardware"], fmt_duration(quiet_s))
             return self._decide(Assessment(t, phase, "stalled", code, reason, evidence, progress))
 
-        spin_window = s.stall_spin_kernel_phase_window_s if phase in s.kernel_phases else s.stall_spin_window_s
+        if stopped and self._stopped.held_s(t) >= s.stall_stopped_window_s:
+            reason = "every process of the unit stopped (state T) for %s: nothing can move" % fmt_duration(self._stopped.held_s(t))
+            return self._decide(Assessment(t, phase, "stalled", "stall_idle", reason, evidence, progress))
+        # kernels may run flat out for long in the kernel phases, but not at idle power
+        long_spin = phase in s.kernel_phases and not (gpus is not None and gpus.spin_at_idle_power)
+        spin_window = s.stall_spin_kernel_phase_window_s if long_spin else s.stall_spin_window_s
         if spinning and self._spin.held_s(t) >= spin_window:
             reason = "%d of %d GPUs at >= %d%% utilisation with flat memory for %s and nothing else moving: a hung collective" % (
                 len(spin_gpus), gpus.count, s.spin_util_pct, fmt_duration(self._spin.held_s(t)))
             return self._decide(Assessment(t, phase, "stalled", "stall_spin", reason, evidence, progress))
-        if idle and self._idle.held_s(t) >= s.stall_idle_window_s:
-            reason = "every signal flat for %s: CPU %.0f%%, GPUs idle, no disk I/O, no new log lines" % (
-                fmt_duration(self._idle.held_s(t)), self._cpu_pct)
+        idle_window = s.stall_idle_window_s if self._idle_gpu_seen else s.stall_idle_blind_window_s
+        if idle and self._idle.held_s(t) >= idle_window:
+            gpu_words = "GPUs idle" if self._idle_gpu_seen else "no GPU reading"
+            reason = "every signal flat for %s: CPU %.0f%%, %s, no disk I/O, no new log lines" % (
+                fmt_duration(self._idle.held_s(t)), self._cpu_pct, gpu_words)
             return self._decide(Assessment(t, phase, "stalled", "stall_idle", reason, evidence, progress))
+        if gpus is None and self._smi_since is not None and not gpu_active and t - self._smi_since >= s.stall_gpu_unanswered_window_s \
+                and t - self._last_progress_t >= s.stall_gpu_unanswered_window_s:
+            reason = "nvidia-smi has timed out for %s while the unit runs and nothing moved for %s: a wedged GPU (hung collective)" % (
+                fmt_duration(t - self._smi_since), fmt_duration(quiet_s))
+            return self._decide(Assessment(t, phase, "stalled", "stall_spin", reason, evidence, progress))
         calm_since = max(self._last_progress_t, self._last_busy_t or self._last_progress_t)
         if quiet_s >= s.stall_busy_no_progress_s or t - calm_since >= s.stall_no_progress_s:
             reason = "no progress on any channel for %s (signature: %s)" % (fmt_duration(quiet_s), signature)
@@ -408,17 +592,21 @@ class Detector:
         if spinning and self._spin.held_s(t) >= s.suspect_after_s:
             return Assessment(t, phase, "suspect", "suspect_spin", "nothing moved for %s; %d GPU(s) at ~100%% with flat memory" % (
                 fmt_duration(quiet_s), len(spin_gpus)), evidence, progress, want)
-        if idle and self._idle.held_s(t) >= s.suspect_after_s:
+        if (idle or stopped) and max(self._idle.held_s(t), self._stopped.held_s(t)) >= s.suspect_after_s:
             return Assessment(t, phase, "suspect", "suspect_idle", "nothing moved for %s; CPU, GPUs and disk all idle" % (
                 fmt_duration(quiet_s)), evidence, progress, want)
         if signature == "busy":
             words = "nothing moved for %s; CPU busy (%.0f%%), likely working silently" % (fmt_duration(quiet_s), self._cpu_pct)
+        elif signature == "gpu_active":
+            words = "nothing moved for %s; GPU utilisation changing, kernels running" % fmt_duration(quiet_s)
         else:
             words = "nothing moved for %s" % fmt_duration(quiet_s)
         return Assessment(t, phase, "quiet", "quiet", words, evidence, progress, want)
 
-    def _identical_wait_stacks(self, t, cpu_idle):
-        """Two samples since the last progress, far enough apart, identical, every rank waiting."""
+    def _identical_wait_stacks(self, t, cpu_idle, gpus, stopped):
+        """Two samples since the last progress, far enough apart, identical, every rank waiting,
+        and the hardware agreeing that nothing runs: stacks say where a rank is, not whether
+        it is stuck."""
         s = self.settings
         if len(self._stacks) < 2:
             return None
@@ -436,9 +624,24 @@ class Detector:
         waits = [_wait_frame(new[r], s.stack_wait_depth) for r in common]
         if not cpu_idle and not all(waits):
             return None
+        if stopped:
+            hardware = "every process stopped"
+        elif gpus is not None:
+            # utilisation flat since the older sample: all idle, or spinning on some ranks
+            if (self._gpu_active_t is not None and self._gpu_active_t > t_old) or not (gpus.all_idle or gpus.spinning):
+                return None
+            if self._gpu_run < s.stacks_gpu_flat_polls:
+                return None   # too few readings in a row: a burst may have fallen on a lost one
+            hardware = "GPUs idle" if gpus.all_idle else "GPUs spinning, utilisation flat"
+        elif any(_host_wait_frame(new[r], s.stack_collective_depth) for r in common) and all(waits):
+            # every rank waits and some wait on the host, not only for their own GPUs: SGLang's
+            # ranks run one code path in lockstep, so ranks parked apart wait on each other
+            hardware = "no GPU reading; every rank waiting, on the host or a collective"
+        else:
+            return None
         frame = next((w for w in waits if w), (new[common[0]] or ("?",))[0])
         return {"ranks": len(common), "gap_s": int(t_new - t_old), "wait_frame": frame,
-                "frames": list(new[common[0]][:6]), "cpu_idle": cpu_idle}
+                "frames": list(new[common[0]][:6]), "cpu_idle": cpu_idle, "hardware": hardware}
 
     def _decide(self, assessment):
         self._final = assessment
@@ -481,5 +684,15 @@ def _wait_frame(frames, depth):
     for f in frames[:depth]:
         name = f.strip().split(" ", 1)[0]
         if WAIT_FRAME.search(name):
+            return name
+    return None
+
+
+@functools.lru_cache(maxsize=1024)
+def _host_wait_frame(frames, depth):
+    """A collective or host wait among the `depth` innermost frames (a device synchronize is not one)."""
+    for f in frames[:depth]:
+        name = f.strip().split(" ", 1)[0]
+        if WAIT_FRAME.search(name) and not DEVICE_SYNC.search(name):
             return name
     return None

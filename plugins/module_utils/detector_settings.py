@@ -19,6 +19,9 @@ class DetectorSettings:
     # below idle_util_pct on every GPU the GPUs are idle.
     spin_util_pct: float = 90.0
     spin_min_gpus: int = 1
+    # A GPU at spin utilisation drawing this much more power than the lowest seen on an idle
+    # GPU (percent of that) runs compute kernels; a spin-wait draws about idle power.
+    gpu_compute_power_above_idle_pct: float = 75.0
     idle_util_pct: float = 10.0
     # Windows, measured from the moment the signature appeared (with no progress since).
     stall_spin_window_s: float = 300.0
@@ -34,6 +37,26 @@ class DetectorSettings:
     stacks_interval_s: float = 60.0
     stacks_min_gap_s: float = 50.0
     stack_wait_depth: int = 1
+    # Without a GPU reading, stacks settle a stall only when some rank has a collective or
+    # host wait (not a device synchronize) among this many innermost frames.
+    stack_collective_depth: int = 3
+    # With GPU readings, stacks settle a stall only after this many readings in a row, all
+    # flat (short kernels show as bursts within a few polls; a lost reading may hide one).
+    stacks_gpu_flat_polls: int = 3
+    # A lethal line fails the start once the process is gone, or once this long has passed
+    # after it with no ordinary log line after it (SGLang's launcher kills the tree within a
+    # second of a rank's exception); a line followed by ordinary lines later than this was survived.
+    fatal_confirm_s: float = 1.0
+    # The process going this soon after a survivable line (a watchdog dump) names that line.
+    fatal_death_window_s: float = 60.0
+    # Every process of the unit stopped (state T) this long: nothing can move.
+    stall_stopped_window_s: float = 60.0
+    # CPU idle and nothing moving while no GPU reading says whether the GPUs work (a GPU-bound
+    # loop with blocking synchronisation looks the same from the host).
+    stall_idle_blind_window_s: float = 960.0
+    # nvidia-smi timing out on every poll this long while the unit runs (a hung collective
+    # can wedge the driver) with nothing else moving.
+    stall_gpu_unanswered_window_s: float = 300.0
     # A waiting signature held this long turns "quiet" into "suspect".
     suspect_after_s: float = 30.0
     # A log message (numbers aside) seen in this many earlier polls is a heartbeat.

@@ -50,6 +50,7 @@ class Sim:
         self.drop_gpu_polls = {}          # observation number -> GPU index left out
         self.missing_procs_polls = set()
         self.stacks_missing_reason = None
+        self.reverse_log_polls = set()   # observation numbers whose records arrive out of time order
         self.foreign_mem = [0.0] * gpus
         for i in range(gpus):
             self.mem[i] = 0.0
@@ -59,14 +60,21 @@ class Sim:
         s = int(BASE_CLOCK + t)
         return "%02d:%02d:%02d" % (s // 3600 % 24, s // 60 % 60, s % 60)
 
-    def log(self, msg, ranks=None, dt=0.0, prefix=True):
-        """Queue a record at t+dt, once per rank in `ranks` (None: rank-less line)."""
+    def log(self, msg, ranks=None, dt=0.0, prefix=True, line_max=None):
+        """Queue a record at t+dt, once per rank in `ranks` (None: rank-less line). With
+        `line_max`, a longer record is cut as journald cuts at LineMax: every part but the
+        last flagged "line-max"."""
         at = round(self.t + dt, 2)
-        if not prefix:
-            self.pending.append((at, msg))
-            return
-        for r in (ranks if ranks is not None else [0]):
-            self.pending.append((at, "[2026-11-29 %s TP%d] %s" % (self.stamp(at), r, msg)))
+        texts = [msg] if not prefix else ["[2026-11-29 %s TP%d] %s" % (self.stamp(at), r, msg)
+                                          for r in (ranks if ranks is not None else [0])]
+        for text in texts:
+            if not line_max or len(text) <= line_max:
+                self.pending.append((at, text))
+                continue
+            parts = [text[i:i + line_max] for i in range(0, len(text), line_max)]
+            for part in parts[:-1]:
+                self.pending.append((at, part, "line-max"))
+            self.pending.append((at, parts[-1]))
 
     def all_ranks(self):
         return list(range(self.gpus))
@@ -166,8 +174,11 @@ class Sim:
                 obs["gpu_procs"] = [{"pid": self.pid + i, "gpu": i, "mem_mib": int(self.mem[i])} for i in range(self.gpus)]
             else:
                 obs["gpu_procs"] = []
-        obs["log"] = [{"t": at, "msg": m} for at, m in self.pending if at <= self.t]
-        self.pending = [(at, m) for at, m in self.pending if at > self.t]
+        obs["log"] = [dict({"t": p[0], "msg": p[1]}, **({"line_break": p[2]} if len(p) > 2 else {}))
+                      for p in self.pending if p[0] <= self.t]
+        self.pending = [p for p in self.pending if p[0] > self.t]
+        if n in self.reverse_log_polls:
+            obs["log"].reverse()
         obs["http"] = {"health": self.health, "completion": self.completion}
         self.observations.append(obs)
         return obs
@@ -597,7 +608,7 @@ def stall_graph_capture_hang_stacks():
     sim.run(sim.poll_s, cpu_pct=800, mem_to=sim.mem[0] + 150, util=(30, 40))
     sim.expect_stalled("cuda_graph")
     frames = ["all_reduce", "custom_all_reduce", "forward", "capture_one_batch_size", "capture", "__init__"]
-    sim.run(12 * 60, cpu_pct=800, util=(97, 100), stacks=frames, progress=False)
+    sim.run(25 * 60, cpu_pct=800, util=(97, 100), stacks=frames, progress=False)
     return sim
 
 
@@ -744,7 +755,8 @@ def failed_exit0_reported_success():
     s_load(sim, 40, read_bps=25e6)
     sim.run(60, cpu_pct=800)
     s_load_end(sim)
-    sim.run(sim.poll_s, cpu_pct=800)
+    sim.log("KV Cache is allocated. #tokens: 412160, KV size: 9.42 GB", sim.all_ranks(), dt=2)
+    sim.run(sim.poll_s, cpu_pct=800, mem_to=sim.mem[0] + 10615)
     onset = round(sim.t + 2, 2)
     sim.expect_failed("kv_cache", onset)
     s_die(sim, status="0/SUCCESS", dt=2)
@@ -788,6 +800,192 @@ def failed_scheduler_watchdog_after_silence():
     sim.expect_failed("warmup", onset)
     sim.run(sim.poll_s, cpu_pct=100, util=(0, 2), progress=False)
     s_die(sim, status="1/FAILURE", restart=False)
+    return sim
+
+
+# ---- gaps: lines SGLang survives, GPU-bound constant stacks, unknown exceptions, cut records,
+# ---- a wedged nvidia-smi, the phase a fault belongs to
+SOFT_WATCHDOG = "Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=True)"
+BENIGN_WARNINGS = (
+    "Using default MoE kernel config. Performance might be sub-optimal! Config file not found at "
+    "/sgl/srt/layers/moe/fused_moe_triton/configs/E=384,N=256,device_name=NVIDIA_H200.json",
+    "ProcessGroupNCCL initialization options: size: 8, global rank: 0, TIMEOUT(ms): 600000, USE_HIGH_PRIORITY_STREAM: 0",
+    "WARNING: custom all-reduce failed the P2P check on this topology, falling back to NCCL all-reduce",
+    "Failed to load the fused RoPE kernel (error: undefined symbol), retrying with the Triton implementation",
+)
+
+
+@scenario
+def healthy_soft_watchdog_and_warnings_40min():
+    sim = Sim("healthy_soft_watchdog_and_warnings_40min",
+              "0.5.23 with --soft-watchdog-timeout 300: after the KV cache, 40 min of silent busy work (CPU ~900%, GPUs "
+              "idle); the soft watchdog fires every 5 min, logs 'watchdog timeout (... soft=True)' in two wordings and "
+              "dumps py-spy stacks, and warnings saying error, timeout and failed come and go. SGLang carries on.",
+              family="new", seed=51)
+    warm_start_to_graph(sim)
+    for w in BENIGN_WARNINGS:
+        sim.log(w, [0], dt=1)
+    dumps = ('Thread 0x7F3A2C1FF740 (active): "MainThread"', "    compile_fx (torch/_inductor/compile_fx.py:1010)",
+             "    capture (sglang/srt/model_executor/cuda_graph_runner.py:412)")
+
+    def watchdog(s):
+        if int(s.t) % 300 < s.poll_s:
+            s.log(SOFT_WATCHDOG if int(s.t) % 600 < 300 else "Scheduler soft watchdog timeout after 300 s, dumping stacks", [0])
+            s.log("Scheduler debug info:", [0])
+            for line in dumps:
+                s.log(line, prefix=False)
+    sim.run(40 * 60, cpu_pct=900, util=(0, 2), per_poll=watchdog)
+    s_graph(sim)
+    s_http_ready(sim)
+    sim.expect_ready()
+    return sim
+
+
+@scenario
+def healthy_gpu_bound_moe_tuning_constant_stacks_35min():
+    sim = Sim("healthy_gpu_bound_moe_tuning_constant_stacks_35min",
+              "Fused-MoE config tuning on first start: 35 min with one Python stack on every sample (innermost "
+              "'synchronize'), host CPU low (blocking sync), GPU memory flat, no log line, no compiler; GPU "
+              "utilisation comes in bursts between idle polls (short benchmark kernels).", family="new", seed=52)
+    warm_start_to_graph(sim)
+    frames = ["synchronize", "benchmark_config", "tune", "tune_fused_moe", "init_model_worker", "run_scheduler_process"]
+
+    def bursts(i):
+        return (0, 2) if sim.rng.random() < 0.5 else (15, 100)
+    sim.run(35 * 60, cpu_pct=30, util=bursts, stacks=frames, stacks_every_s=60)
+    s_graph(sim)
+    s_http_ready(sim)
+    sim.expect_ready()
+    return sim
+
+
+@scenario
+def failed_unknown_exception_one_rank_others_wait():
+    sim = Sim("failed_unknown_exception_one_rank_others_wait",
+              "TP4, 0.5.23: while loading, rank 2 raises a KeyError the detector has no class for (a traceback); the "
+              "other ranks wait for it in a collective, their GPUs spinning, and the unit stays active.",
+              gpus=4, family="new", seed=53, mem_total_mib=81559)
+    s_init(sim)
+    s_init_end(sim)
+    load_begin(sim)
+    sim.run(60, cpu_pct=600, read_bps=400e6, mem_to=30000, util=(0, 3))
+    onset = round(sim.t + 4, 2)
+    sim.log("Traceback (most recent call last):", [2], dt=4)
+    for line in ('  File "/sgl/srt/model_loader/loader.py", line 612, in load_weights_and_postprocess',
+                 "    model.load_weights(weights)",
+                 '  File "/sgl/srt/models/deepseek_v2.py", line 2870, in load_weights',
+                 "    param = params_dict[name]",
+                 "            ~~~~~~~~~~~^^^^^^",
+                 "KeyError: 'model.layers.61.mlp.experts.w13_weight_scale'"):
+        sim.log(line, prefix=False, dt=4)
+    sim.expect_failed("weight_load", onset)
+    sim.run(20 * 60, cpu_pct=300, util=lambda i: (0, 1) if i == 2 else (98, 100), progress=False)
+    return sim
+
+
+@scenario
+def failed_oom_line_cut_at_line_max():
+    sim = Sim("failed_oom_line_cut_at_line_max",
+              "journald runs with a small LineMax: the OOM of graph capture arrives cut into parts flagged 'line-max', "
+              "the class name itself split between two of them; the process lingers a poll, then exits.",
+              family="new", seed=54)
+    warm_start_to_graph(sim)
+    graph_begin(sim)
+    sim.run(sim.poll_s, cpu_pct=800, mem_to=sim.mem[0] + 300, util=(20, 30))
+    onset = round(sim.t + 4, 2)
+    sim.log("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 5 has a total capacity of "
+            "95.59 GiB of which 812.00 MiB is free. Including non-PyTorch memory, this process has 94.78 GiB memory in use.",
+            [5], dt=4, line_max=37)
+    sim.expect_failed("cuda_graph", onset)
+    sim.run(sim.poll_s, cpu_pct=600, util=(0, 5))
+    s_die(sim)
+    return sim
+
+
+@scenario
+def stall_spin_heartbeats_cut_at_line_max():
+    sim = Sim("stall_spin_heartbeats_cut_at_line_max",
+              "LineMax below the heartbeat's length: the all-reduce after the KV cache hangs on 4 of 8 GPUs (100%, flat "
+              "memory), and the shared-memory heartbeat arrives every minute cut into parts.", seed=55)
+    warm_start_to_graph(sim)
+    sim.expect_stalled("kv_cache")
+    hb = ("No available shared memory broadcast block found in 60 seconds. This typically happens when some processes "
+          "are hanging or doing some time-consuming work (e.g. compilation).")
+
+    def heartbeat(s):
+        if int(s.t) % 60 < s.poll_s:
+            s.log(hb, [0], line_max=90)
+    sim.run(25 * 60, cpu_pct=400, util=lambda i: (99, 100) if i < 4 else (0, 1), per_poll=heartbeat, progress=False)
+    return sim
+
+
+@scenario
+def stall_hung_collective_nvidia_smi_wedged():
+    sim = Sim("stall_hung_collective_nvidia_smi_wedged",
+              "The first all-reduce after loading hangs and wedges the driver: after two polls of GPUs at 100% "
+              "nvidia-smi times out on every poll; the ranks busy-poll (CPU ~800%); no log, no py-spy.", seed=56)
+    sim.stacks_missing_reason = "py-spy not found"
+    warm_start_to_graph(sim)
+    sim.expect_stalled("kv_cache")
+    n = len(sim.observations)
+    sim.missing_gpus_polls = set(range(n + 3, n + 400))
+    sim.run(32 * 60, cpu_pct=800, util=(99, 100), progress=False)
+    return sim
+
+
+@scenario
+def failed_bind_error_records_out_of_order():
+    sim = Sim("failed_bind_error_records_out_of_order",
+              "uvicorn cannot bind its port; the poll that brings the bind error lists its records out of time order "
+              "(the error first, a late rank's capture line after it): the fault belongs to http_server.",
+              family="new", seed=57)
+    warm_start_to_graph(sim)
+    graph_begin(sim)
+    sim.run(60, cpu_pct=800, mem_to=sim.mem[0] + 900, util=(30, 40))
+    graph_end(sim, 60)
+    sim.log("max_total_num_tokens=412160, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=128, context_len=262144", [0], dt=1)
+    sim.log("INFO:     Started server process [%d]" % sim.pid, prefix=False, dt=2)
+    onset = round(sim.t + 3, 2)
+    sim.log("ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', 30001): address already in use", prefix=False, dt=3)
+    sim.reverse_log_polls = {len(sim.observations) + 1}
+    sim.expect_failed("http_server", onset)
+    sim.run(sim.poll_s, cpu_pct=300, util=(0, 2))
+    s_die(sim)
+    return sim
+
+
+@scenario
+def healthy_autotune_flat_out_high_power_20min():
+    sim = Sim("healthy_autotune_flat_out_high_power_20min",
+              "GPU-bound kernel autotuning with large candidates, as recorded on two H200s: 20 min at 90-100% utilisation "
+              "on every GPU, 600-700 W (idle ~80 W), GPU memory flat, the same stack on every sample (synchronize "
+              "innermost), one core per rank spinning in it, no log line. Only power tells it from a spin-wait.",
+              family="new", seed=58)
+    s_init(sim)
+    s_init_end(sim)
+    s_load(sim, 40, read_bps=25e6)
+    sim.run(60, cpu_pct=800, util=(0, 2), power_w=(75.0, 90.0))
+    s_kv(sim)
+    frames = ["synchronize", "benchmark_config", "tune", "rank_main"]
+    sim.run(20 * 60, cpu_pct=800, util=(90, 100), stacks=frames, power_w=(600.0, 700.0))
+    s_graph(sim)
+    s_http_ready(sim)
+    sim.expect_ready()
+    return sim
+
+
+@scenario
+def stall_capture_allreduce_spin_at_idle_power():
+    sim = Sim("stall_capture_allreduce_spin_at_idle_power",
+              "Graph capture's all-reduce hangs on 4 of 8 GPUs: 100% utilisation at about idle power (115-125 W against "
+              "75-90 W idle), the others idle, memory flat, ranks busy-polling, no log, no py-spy. A spin, not kernels at "
+              "full tilt, although it happens in a phase where kernels may run flat out.", seed=59)
+    warm_start_to_graph(sim)
+    sim.run(sim.poll_s, cpu_pct=800, util=(0, 2), power_w=(75.0, 90.0))
+    graph_begin(sim)
+    sim.run(sim.poll_s, cpu_pct=800, mem_to=sim.mem[0] + 120, util=(20, 30), power_w=(200.0, 300.0))
+    sim.expect_stalled("cuda_graph")
+    sim.run(32 * 60, cpu_pct=400, util=lambda i: (99, 100) if i < 4 else (0, 1), progress=False, power_w=(110.0, 125.0))
     return sim
 
 

@@ -18,21 +18,26 @@ class Start:
         self.write_bytes = 0
         self.mem = [1100] * gpus
         self.util = [1] * gpus
+        self.power = None         # watts per GPU, or None: not reported
         self.comm = {"python3": gpus + 2}
         self.unit = {"active": "active", "sub": "running", "main_pid": 4242, "restarts": 0}
         self.http = {"health": None, "completion": None}
 
-    def obs(self, log=(), cpu_pct=800.0, read_bps=0.0, write_bps=0.0, drop=(), extra=None):
-        self.t += self.poll_s
-        self.cpu_s += cpu_pct / 100.0 * self.poll_s
-        self.read_bytes += int(read_bps * self.poll_s)
-        self.write_bytes += int(write_bps * self.poll_s)
+    def obs(self, log=(), cpu_pct=800.0, read_bps=0.0, write_bps=0.0, drop=(), extra=None, dt=None):
+        """The next observation, `dt` (default poll_s) after the last. `log` items are messages
+        (journal time 1 s before the observation) or whole records (dicts with "t")."""
+        dt = self.poll_s if dt is None else dt
+        self.t += dt
+        self.cpu_s += cpu_pct / 100.0 * dt
+        self.read_bytes += int(read_bps * dt)
+        self.write_bytes += int(write_bps * dt)
         o = {"t": self.t, "unit": dict(self.unit),
              "procs": {"count": sum(self.comm.values()), "cpu_s": round(self.cpu_s, 2), "read_bytes": self.read_bytes,
                        "write_bytes": self.write_bytes, "comm": dict(self.comm)},
-             "gpus": [{"index": i, "mem_used_mib": self.mem[i], "mem_total_mib": 97887, "util_pct": self.util[i]}
+             "gpus": [dict({"index": i, "mem_used_mib": self.mem[i], "mem_total_mib": 97887, "util_pct": self.util[i]},
+                           **({} if self.power is None else {"power_w": self.power[i]}))
                       for i in range(self.gpus)],
-             "log": [{"t": self.t - 1, "msg": m} for m in log],
+             "log": [m if isinstance(m, dict) else {"t": self.t - 1, "msg": m} for m in log],
              "http": dict(self.http)}
         for key in drop:
             o.pop(key, None)

@@ -14,13 +14,23 @@ def test_blob_record_with_finished_bar_means_weights_loaded(start):
     assert "bar" in a.evidence["moved"]
 
 
-def test_fatal_line_fails_in_the_poll_it_arrives_with_its_phase(start):
+def test_a_lethal_line_fails_once_nothing_follows_it_with_its_phase(start):
     s = start()
     s.loaded()
-    a = s.poll(log=["[x TP0] Capture cuda graph begin. avail mem=2.1 GB",
-                    "[x TP3] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."])
+    at = s.t + s.poll_s - 0.5     # the line came half a second before the poll: not yet
+    a = s.poll(log=[{"t": at - 1, "msg": "[x TP0] Capture cuda graph begin. avail mem=2.1 GB"},
+                    {"t": at, "msg": "[x TP3] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."}])
+    assert not a.final and "OutOfMemoryError" in a.evidence["fatal_lines"][0]
+    a = s.poll(cpu_pct=300)
     assert (a.verdict, a.reason_code, a.phase, a.final) == ("failed", "fatal_oom", "cuda_graph", True)
-    assert "OutOfMemoryError" in a.evidence["fatal_lines"][0]
+
+
+def test_a_lethal_line_and_the_process_going_fail_in_the_same_poll(start):
+    s = start()
+    s.loaded()
+    s.unit = {"active": "failed", "sub": "failed", "main_pid": None, "restarts": 0}
+    a = s.poll(log=["[x TP3] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."])
+    assert (a.verdict, a.reason_code, a.phase) == ("failed", "fatal_oom", "post_load")
 
 
 def test_exit_zero_is_a_failure_not_a_success(start):
@@ -251,7 +261,9 @@ def test_nvidia_smi_timeouts_keep_the_last_gpu_sample_until_it_is_stale(start):
 def test_a_final_verdict_sticks_for_later_observations(start):
     s = start()
     s.loaded()
-    failed = s.poll(log=["[x TP0] Scheduler watchdog timeout"])
+    s.poll(log=["[x TP0] Scheduler hit an exception: Traceback (most recent call last):"])
+    failed = s.poll()
+    assert failed.verdict == "failed"
     s.http = {"health": 200, "completion": {"ok": True, "status": 200, "ms": 1.0}}
     assert s.poll() is failed
 

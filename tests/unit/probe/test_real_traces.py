@@ -12,23 +12,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 REAL = os.path.join(ROOT, "tests", "traces", "real")
 TRACES = sorted(glob.glob(os.path.join(REAL, "*.jsonl")))
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
-# Real healthy starts that today's detector restarts (issue 11: identical stacks in
-# `synchronize` are taken as proof of a wait while the GPU works). They stay out of the
-# must-pass list and are reported as expected failures until the detector handles
-# them; tests/traces/real/README.md says what each shows.
-WRONG_UNTIL_ISSUE_11 = {
-    "real_h200x2_healthy_autotune_constant_stacks.jsonl": "false restart at t=85 (stall_spin: same stack in synchronize, GPUs >= 90 %)",
-    "real_h200_healthy_autotune_short_kernels.jsonl": "false restart at t=100 (stall_wait_stacks: same stack in synchronize)",
-}
 
 
-def verdict_params():
-    params = []
-    for p in TRACES:
-        why = WRONG_UNTIL_ISSUE_11.get(os.path.basename(p))
-        marks = [pytest.mark.xfail(reason="issue 11: " + why, strict=False)] if why else []
-        params.append(pytest.param(p, marks=marks, id=os.path.basename(p)))
-    return params
 
 
 def load(path):
@@ -49,11 +34,7 @@ def test_the_three_real_outcomes_are_recorded():
     assert {load(p)[0]["expect"]["outcome"] for p in TRACES} == {"failed", "ready", "stalled"}
 
 
-def test_every_trace_awaiting_issue_11_is_there():
-    assert set(WRONG_UNTIL_ISSUE_11) <= {os.path.basename(p) for p in TRACES}
-
-
-@pytest.mark.parametrize("path", verdict_params())
+@pytest.mark.parametrize("path", TRACES, ids=os.path.basename)
 def test_replay_verdict_matches_the_label(path):
     header, obs = load(path)
     exp, poll = header["expect"], header["poll_s"]
