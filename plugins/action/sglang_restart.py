@@ -12,10 +12,11 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils import restart_policy
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils import host_checks, prewarm_step
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils import host_checks, host_lock, prewarm_step
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import RunArtifacts, iso_utc
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart_run import (
-    RemoteStepFailed, RestartProcedure, default_artifacts_root, detector_factory, format_progress)
+    RemoteStepFailed, RestartProcedure, RunInterrupted, default_artifacts_root, detector_factory, format_progress,
+    interruptible)
 
 display = Display()
 
@@ -40,6 +41,7 @@ ARGUMENT_SPEC = {
     "backoff_base_s": {"type": "float", "default": 10.0},
     "backoff_max_s": {"type": "float", "default": 120.0},
     "prewarm": {"type": "dict", "default": {}},
+    "break_lock": {"type": "bool", "default": False},
 }
 PREWARM_LOOP_OPTIONS = ("step_s", "max_total_s")
 
@@ -66,6 +68,8 @@ class ActionModule(ActionBase):
         root = args["artifacts_dir"] or default_artifacts_root(task_vars.get("playbook_dir"))
         started_epoch_s = time.time()
         artifacts = RunArtifacts(root, host, started_epoch_s)
+        lock = host_lock.HostLock(self._shell_step, host_lock.holder_record(args, artifacts.path, started_epoch_s),
+                                  force=args["break_lock"])
         procedure = RestartProcedure(
             host=host, args=args, artifacts=artifacts, settings=settings,
             make_detector=make_detector,
@@ -79,15 +83,23 @@ class ActionModule(ActionBase):
                 lambda module_args: self._execute_module(module_name=prewarm_step.PREWARM_MODULE,
                                                          module_args=module_args, task_vars=task_vars),
                 lambda text: display.display("%s | %s" % (host, text)), options, step_s, max_total_s),
+            lock=lock,
         )
         try:
             if self._task.check_mode:
                 outcome = procedure.observe_once()
             else:
-                outcome = procedure.restart()
+                # Ansible's worker dies on SIGINT/SIGTERM without unwinding; this way the
+                # run records the interruption and gives the host lock back first.
+                outcome = interruptible(procedure.restart)
         except RemoteStepFailed as exc:
             outcome = procedure.give_up_on_error(str(exc))
-        except BaseException as exc:  # unreachable, Ctrl-C: keep run.json true to what happened
+        except RunInterrupted as exc:
+            outcome = {"failed": True, "outcome": "interrupted", "artifacts": artifacts.path,
+                       "run_json": artifacts.abspath("run.json"), "changed": procedure.changed,
+                       "msg": "%s: interrupted by %s during %s; %s was left as it was. Artifacts: %s" % (
+                           host, exc.signame, procedure.stage, args["unit"], artifacts.path)}
+        except BaseException as exc:  # unreachable host, a bug: keep run.json true to what happened
             procedure.note_interrupted("%s: %s" % (type(exc).__name__, exc))
             raise
         finally:
