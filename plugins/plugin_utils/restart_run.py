@@ -213,7 +213,7 @@ class RestartProcedure:
                 replaced = self.lock.acquire()
             except host_lock.LockHeld as exc:
                 return self._hand_over("preflight", "restart_locked", str(exc),
-                                       because="another restart of this host is running")
+                                       because="two restarts of one host would stop each other's start")
             except host_lock.LockError as exc:
                 raise RemoteStepFailed(str(exc))
             self.record["lock"] = {"path": self.lock.lock_path, "run_id": self.lock.holder.get("run_id")}
