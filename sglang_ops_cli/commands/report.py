@@ -75,4 +75,3 @@ def run(args, out=None, err=None):
         if kind in paths:
             out.write("%-8s %s\n" % (kind, paths[kind]))
     return EXIT_OK
-
