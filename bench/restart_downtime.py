@@ -20,11 +20,19 @@ stand-in's own "Load weight end. elapsed=" line gives the weight-load share.
 The stand-in's weight-load floor is set to 0 and it is told not to drop the page cache
 itself, so its load time is the time real reads of the shards take; the other start-up
 phases keep the stand-in's defaults (about 15 s), standing in for post-load, KV cache,
-CUDA graphs and warmup. The ratio therefore depends on how much of a start is reading
-weights: here a few GB from a fast virtual disk; in production 548 GB.
+CUDA graphs and warmup.
+
+The container's reads from the disk holding the model are throttled (podman
+--device-read-bps, the cgroup's blkio/io.max limit) to a named rate, so the disk behaves
+like the reference host's: 548 GB at 1.1 GB/s is about 8 minutes of cold reads; the
+default rate here is the model's size over COLD_READ_TARGET_S, so the stand-in's cold
+read takes about a minute, the same order of share of the start as on the reference
+host. --read-mb-s sets the rate (MB/s); 0 turns the throttle off. Page-cache hits are
+not throttled: that is the point of prewarming.
 """
 import argparse
 import json
+import math
 import os
 import shutil
 import statistics
@@ -45,6 +53,9 @@ API_KEY = "demo-key-not-secret"      # inventories/demo/group_vars/sglang.yml
 MODEL_NAME = "kimi-k2.6"
 MIB = 2**20
 STANDIN_POST_LOAD_S = 1.5           # the stand-in's post_load_s default
+COLD_READ_TARGET_S = 60.0           # default throttle: a cold read of the model takes this long
+REFERENCE = "548 GB at 1.1 GB/s"    # the reference host's cold weight read (docs/restart-speed.md)
+THROTTLE_LABEL = "sglang-ops.bench.read-bps"
 
 
 def say(text):
@@ -101,6 +112,33 @@ class Bench:
         return out["plays"][0]["tasks"][0]["hosts"][HOST]
 
     # ---- setup --------------------------------------------------------------------
+    def model_bytes(self):
+        return self.args.shards * self.args.shard_mib * MIB
+
+    def read_bps(self):
+        """The throttle in bytes/s (0 = none): --read-mb-s, or the model over COLD_READ_TARGET_S."""
+        if self.args.read_mb_s is not None:
+            return int(self.args.read_mb_s * 1e6)
+        return int(self.model_bytes() / COLD_READ_TARGET_S)
+
+    def model_disk(self):
+        """The whole-disk block device holding the model folder (throttles apply to disks)."""
+        source = self.run(["findmnt", "-n", "-o", "SOURCE", "-T", self.model_dir], capture=True).stdout.strip()
+        name = os.path.basename(source.split("[")[0])
+        sys_dir = os.path.join("/sys/class/block", name)
+        if not source.startswith("/dev/") or not os.path.isdir(sys_dir):
+            raise SystemExit("cannot throttle reads: %s is on %r, not a block device (--read-mb-s 0 runs "
+                             "unthrottled)" % (self.model_dir, source))
+        if os.path.exists(os.path.join(sys_dir, "partition")):
+            name = os.path.basename(os.path.dirname(os.path.realpath(sys_dir)))
+        return "/dev/" + name
+
+    def throttle_in_effect(self):
+        """The read limit the container's cgroup holds, as the kernel shows it."""
+        text = self.exec("sh", "-c", "cat /sys/fs/cgroup/blkio/blkio.throttle.read_bps_device "
+                                     "/sys/fs/cgroup/io.max 2>/dev/null", check=False).stdout.strip()
+        return " ".join(text.split()) or "none"
+
     def make_model(self):
         want = self.args.shards * self.args.shard_mib * MIB
         index = os.path.join(self.model_dir, "model.safetensors.index.json")
@@ -133,18 +171,28 @@ class Bench:
             json.dump(inventory, fh, indent=2)  # JSON is YAML
 
     def up(self):
-        running = self.run(["podman", "inspect", "-f", "{{.State.Running}}", self.name],
+        bps = self.read_bps()
+        running = self.run(["podman", "inspect", "-f",
+                            "{{.State.Running}} {{index .Config.Labels \"%s\"}}" % THROTTLE_LABEL, self.name],
                            check=False, capture=True, quiet=True)
-        if running.returncode == 0 and running.stdout.strip() == "true":
-            say("container %s already runs" % self.name)
+        if running.returncode == 0 and running.stdout.split() == ["true", str(bps)]:
+            say("container %s already runs (reads throttled to %s)" % (self.name, self.rate_words(bps)))
         else:
             self.run(["podman", "rm", "-f", self.name], check=False, quiet=True)
+            throttle = []
+            if bps:
+                disk = self.model_disk()
+                throttle = ["--device-read-bps", "%s:%d" % (disk, bps)]
+                say("reads from %s throttled to %s (%s cold read of %.1f GB; the reference host: %s)"
+                    % (disk, self.rate_words(bps), "%.0f s" % (self.model_bytes() / bps), self.model_bytes() / 1e9,
+                       REFERENCE))
             say("starting container %s with %s bind-mounted at %s"
                 % (self.name, self.model_dir, MODEL_IN_CONTAINER))
             self.run(["podman", "run", "-d", "--name", self.name, "--hostname", HOST,
+                      "--label", "%s=%d" % (THROTTLE_LABEL, bps),
                       "--systemd=always", "--ulimit", "nofile=1024:4096",
-                      "--ulimit", "nproc=4096:8192", "--cap-add", "SYS_PTRACE",
-                      "-v", "%s:%s:ro" % (self.model_dir, MODEL_IN_CONTAINER),
+                      "--ulimit", "nproc=4096:8192", "--cap-add", "SYS_PTRACE"] + throttle +
+                     ["-v", "%s:%s:ro" % (self.model_dir, MODEL_IN_CONTAINER),
                       self.env["SGLANG_OPS_TESTHOST_IMAGE"], "/sbin/init"], quiet=True)
         for _ in range(60):
             state = self.exec("systemctl", "is-system-running", check=False).stdout.strip()
@@ -153,6 +201,12 @@ class Bench:
             time.sleep(1)
         else:
             raise SystemExit("systemd in %s did not boot" % self.name)
+        self.throttle = self.throttle_in_effect()
+        say("read limit in the container's cgroup: %s" % self.throttle)
+
+    @staticmethod
+    def rate_words(bps):
+        return "%.1f MB/s" % (bps / 1e6) if bps else "unthrottled"
 
     def converge(self):
         say("building the stand-in wheel and converging playbooks/site.yml on %s" % HOST)
@@ -250,12 +304,12 @@ class Bench:
             # Every start counts toward the unit's StartLimitBurst (3 per hour), manual ones too.
             self.exec("systemctl", "reset-failed", UNIT, check=False)
             self.exec("systemctl", "start", UNIT)
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 600
         while poller.first_ok_after_gap is None and time.monotonic() < deadline:
             time.sleep(0.1)
         poller.stop()
         if poller.first_ok_after_gap is None:
-            raise SystemExit("run %d: no completion within 120 s after the restart" % n)
+            raise SystemExit("run %d: no completion within 600 s after the restart" % n)
         # Residency the start found, as the evict or prewarm step measured it just before.
         residency = step.get("resident_fraction_after", 0.0)
         load_s = self.load_weight_s(started)
@@ -311,8 +365,9 @@ def _median(rows, cache, key):
     return statistics.median(values) if values else None
 
 
-def report(rows, args):
+def report(rows, args, bench):
     size_gib = args.shards * args.shard_mib / 1024
+    bps = bench.read_bps()
     print()
     print("restart downtime, last completion before the stop -> first completion after the start")
     print("SGLang stand-in on a systemd container, %d shards x %d MiB = %.1f GiB read from disk, "
@@ -320,13 +375,16 @@ def report(rows, args):
           % (args.shards, args.shard_mib, size_gib,
              "playbooks/restart.yml" if args.driver == "playbook" else "systemctl stop + start",
              args.time_scale))
-    print("%-4s %-10s %9s %12s %13s %16s" % ("run", "cache", "resident", "downtime_s", "shard_read_s",
-                                             "prewarm"))
+    print("disk reads throttled to %s (cgroup limit in the container: %s); reference host: %s"
+          % (bench.rate_words(bps), getattr(bench, "throttle", "?"), REFERENCE))
+    print("%-4s %-10s %9s %12s %13s %14s %16s" % ("run", "cache", "resident", "downtime_s", "weight_load_s",
+                                                  "shard_read_s", "prewarm"))
     for r in rows:
         prewarm = ("%.1f GB at %.2f GB/s" % (r["prewarm_read_bytes"] / 1e9, r["prewarm_bytes_per_s"] / 1e9)
                    if r["cache"] == "prewarmed" else "evicted")
-        print("%-4d %-10s %8.0f%% %12.2f %13s %16s" % (r["run"], r["cache"], 100 * r["resident_before_restart"],
-                                                       r["downtime_s"], r["shard_read_s"], prewarm))
+        print("%-4d %-10s %8.0f%% %12.2f %13s %14s %16s" % (
+            r["run"], r["cache"], 100 * r["resident_before_restart"], r["downtime_s"], r["load_weight_s"],
+            r["shard_read_s"], prewarm))
     cold = [r["downtime_s"] for r in rows if r["cache"] == "cold"]
     warm = [r["downtime_s"] for r in rows if r["cache"] == "prewarmed"]
     mc, mw = statistics.median(cold), statistics.median(warm)
@@ -337,10 +395,15 @@ def report(rows, args):
         print("median shard reads during the start: cold %.2f s (%.2f GB/s), prewarmed %.2f s (%.2f GB/s)"
               % (rc, size_gib * 2**30 / 1e9 / rc if rc > 0 else 0, rw,
                  size_gib * 2**30 / 1e9 / rw if rw > 0 else 0))
+    lc, lw = _median(rows, "cold", "load_weight_s"), _median(rows, "prewarmed", "load_weight_s")
+    if lc is not None and lw:
+        print("RATIO weight-load phase cold/prewarmed = %.1fx (median %.2f s against %.2f s)" % (lc / lw, lc, lw))
     print("RATIO prewarmed/cold downtime = %.2f (cold/prewarmed = %.2fx), %d runs each"
           % (mw / mc, mc / mw, len(cold)))
-    return {"cold_median_s": mc, "prewarmed_median_s": mw, "ratio_prewarmed_over_cold": mw / mc,
-            "cold_shard_read_median_s": rc, "prewarmed_shard_read_median_s": rw}
+    return {"read_bytes_per_s": bps, "cold_median_s": mc, "prewarmed_median_s": mw,
+            "ratio_prewarmed_over_cold": mw / mc, "cold_shard_read_median_s": rc, "prewarmed_shard_read_median_s": rw,
+            "cold_weight_load_median_s": lc, "prewarmed_weight_load_median_s": lw,
+            "weight_load_cold_over_prewarmed": (lc / lw) if lc is not None and lw else None}
 
 
 def main(argv=None):
@@ -353,10 +416,16 @@ def main(argv=None):
     p.add_argument("--driver", choices=["auto", "playbook", "systemctl"], default="auto",
                    help="restart with playbooks/restart.yml, or systemctl stop + start; auto takes "
                         "the playbook when a --check run of it succeeds on the bench host")
+    p.add_argument("--read-mb-s", type=float, default=None, metavar="MB_S",
+                   help="throttle the container's reads from the model's disk to this rate (MB/s); default: "
+                        "the model's size over %.0f s, like %s on the reference host; 0: no throttle"
+                        % (COLD_READ_TARGET_S, REFERENCE))
     p.add_argument("--container", default="sglang-ops-bench")
     p.add_argument("--keep", action="store_true", help="leave the container running")
     p.add_argument("--verbose", action="store_true", help="show the playbooks' output")
     args = p.parse_args(argv)
+    if args.read_mb_s is not None and not (math.isfinite(args.read_mb_s) and args.read_mb_s >= 0):
+        p.error("--read-mb-s must be a finite rate >= 0 (0: no throttle), got %s" % args.read_mb_s)
     os.makedirs(WORK, exist_ok=True)
     bench = Bench(args)
     bench.make_model()
@@ -372,7 +441,7 @@ def main(argv=None):
     finally:
         if not args.keep:
             bench.down()
-    summary = report(rows, args)
+    summary = report(rows, args, bench)
     out = os.path.join(WORK, "results-%s.json" % time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
     with open(out, "w", encoding="utf-8") as fh:
         json.dump({"args": vars(args), "runs": rows, "summary": summary}, fh, indent=2)

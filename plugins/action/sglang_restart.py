@@ -2,6 +2,7 @@
 # plugins/modules/sglang_restart.py). A module cannot stream output, so like
 # ansible.builtin.reboot this loop runs on the controller and drives small remote steps:
 # preflight, stop, confirm stopped, start, probe every poll_s, decide.
+import math
 import os
 import random
 import shlex
@@ -12,10 +13,11 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils import restart_policy
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils import host_checks, prewarm_step
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils import host_checks, host_lock, prewarm_step
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import RunArtifacts, iso_utc
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart_run import (
-    RemoteStepFailed, RestartProcedure, default_artifacts_root, detector_factory, format_progress)
+    RemoteStepFailed, RestartProcedure, RunInterrupted, default_artifacts_root, detector_factory, format_progress,
+    interruptible)
 
 display = Display()
 
@@ -40,6 +42,7 @@ ARGUMENT_SPEC = {
     "backoff_base_s": {"type": "float", "default": 10.0},
     "backoff_max_s": {"type": "float", "default": 120.0},
     "prewarm": {"type": "dict", "default": {}},
+    "break_lock": {"type": "bool", "default": False},
 }
 PREWARM_LOOP_OPTIONS = ("step_s", "max_total_s")
 
@@ -55,17 +58,19 @@ class ActionModule(ActionBase):
         del tmp
         _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         problems = _arg_problems(args)
-        if problems:
-            raise AnsibleActionFail("sglang_restart: " + "; ".join(problems))
         try:
             make_detector, settings = detector_factory(args["detector"], args["poll_s"])
         except ValueError as exc:
-            raise AnsibleActionFail("sglang_restart: detector settings: %s" % exc)
+            problems.append("detector settings: %s" % exc)
+        if problems:  # all of them at once, before anything runs on the host
+            raise AnsibleActionFail("sglang_restart: " + "; ".join(problems))
 
         host = task_vars.get("inventory_hostname", "unknown")
         root = args["artifacts_dir"] or default_artifacts_root(task_vars.get("playbook_dir"))
         started_epoch_s = time.time()
         artifacts = RunArtifacts(root, host, started_epoch_s)
+        lock = host_lock.HostLock(self._shell_step, host_lock.holder_record(args, artifacts.path, started_epoch_s),
+                                  force=args["break_lock"])
         procedure = RestartProcedure(
             host=host, args=args, artifacts=artifacts, settings=settings,
             make_detector=make_detector,
@@ -79,15 +84,23 @@ class ActionModule(ActionBase):
                 lambda module_args: self._execute_module(module_name=prewarm_step.PREWARM_MODULE,
                                                          module_args=module_args, task_vars=task_vars),
                 lambda text: display.display("%s | %s" % (host, text)), options, step_s, max_total_s),
+            lock=lock,
         )
         try:
             if self._task.check_mode:
                 outcome = procedure.observe_once()
             else:
-                outcome = procedure.restart()
+                # Ansible's worker dies on SIGINT/SIGTERM without unwinding; this way the
+                # run records the interruption and gives the host lock back first.
+                outcome = interruptible(procedure.restart)
         except RemoteStepFailed as exc:
             outcome = procedure.give_up_on_error(str(exc))
-        except BaseException as exc:  # unreachable, Ctrl-C: keep run.json true to what happened
+        except RunInterrupted as exc:
+            outcome = {"failed": True, "outcome": "interrupted", "artifacts": artifacts.path,
+                       "run_json": artifacts.abspath("run.json"), "changed": procedure.changed,
+                       "msg": "%s: interrupted by %s during %s; %s was left as it was. Artifacts: %s" % (
+                           host, exc.signame, procedure.stage, args["unit"], artifacts.path)}
+        except BaseException as exc:  # unreachable host, a bug: keep run.json true to what happened
             procedure.note_interrupted("%s: %s" % (type(exc).__name__, exc))
             raise
         finally:
@@ -125,6 +138,33 @@ def _sh_quote(text):
     return shlex.quote(text)
 
 
+# (option, lowest, highest, lowest allowed itself): finite numbers in a sane range.
+OPTION_RANGES = (
+    ("poll_s", 0, 3600, False),
+    ("start_timeout_s", 0, 7 * 86400, False),
+    ("stop_timeout_s", 0, 86400, False),
+    ("failed_stop_timeout_s", 0, 86400, False),
+    ("release_timeout_s", 0, 86400, False),
+    ("backoff_base_s", 0, 86400, True),
+    ("backoff_max_s", 0, 86400, True),
+    ("max_attempts", 1, 20, True),
+    ("gpu_idle_mib", 0, 16 * 2**20, True),
+)
+PREWARM_LOOP_RANGES = (("step_s", 0, 3600, False), ("max_total_s", 0, 86400, True))
+
+
+def _range_problem(name, value, low, high, low_ok):
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return "%s must be a number, got %r" % (name, value)
+    if isinstance(value, bool) or not math.isfinite(number):
+        return "%s must be a finite number, got %r" % (name, value)
+    if number < low or (number == low and not low_ok) or number > high:
+        return "%s must be %s %g and at most %g, got %r" % (name, ">=" if low_ok else ">", low, high, value)
+    return None
+
+
 def _arg_problems(args):
     problems = []
     try:
@@ -133,21 +173,21 @@ def _arg_problems(args):
         problems.append(str(exc))
     if not 1 <= args["port"] <= 65535:
         problems.append("port %d is outside 1-65535" % args["port"])
-    if args["poll_s"] <= 0:
-        problems.append("poll_s must be > 0")
-    if args["max_attempts"] < 1:
-        problems.append("max_attempts must be >= 1 (1 = no automatic restart)")
-    for name in ("start_timeout_s", "stop_timeout_s", "failed_stop_timeout_s", "release_timeout_s"):
-        if args[name] <= 0:
-            problems.append("%s must be > 0" % name)
-    if args["start_timeout_s"] < args["poll_s"]:
+    for name, low, high, low_ok in OPTION_RANGES:
+        problem = _range_problem(name, args[name], low, high, low_ok)
+        if problem:
+            problems.append(problem)
+    if not problems and args["start_timeout_s"] < args["poll_s"]:
         problems.append("start_timeout_s must be at least poll_s")
-    if args["backoff_base_s"] < 0 or args["backoff_max_s"] < 0:
-        problems.append("backoff_base_s and backoff_max_s must not be negative")
     unknown = set(args["prewarm"]) - set(prewarm_step.MODULE_OPTIONS) - set(PREWARM_LOOP_OPTIONS)
     if unknown:
         problems.append("unknown prewarm options: %s (known: %s)" % (
             ", ".join(sorted(unknown)), ", ".join(prewarm_step.MODULE_OPTIONS + PREWARM_LOOP_OPTIONS)))
+    for name, low, high, low_ok in PREWARM_LOOP_RANGES:
+        if name in args["prewarm"]:
+            problem = _range_problem("prewarm." + name, args["prewarm"][name], low, high, low_ok)
+            if problem:
+                problems.append(problem)
     if args["artifacts_dir"] and os.path.isfile(args["artifacts_dir"]):
         problems.append("artifacts_dir %s is a file" % args["artifacts_dir"])
     return problems

@@ -2,7 +2,10 @@
 
 Units are in the names. The restart playbook passes overrides as a dict
 (`DetectorSettings().with_overrides({...})`); docs/detector.md explains each field.
+Every override is range-checked by the unit its name ends with (RANGES), so a field
+added later is covered by naming its unit.
 """
+import math
 from dataclasses import dataclass, fields, replace
 
 _KERNEL_PHASES = ("jit_compile", "cuda_graph", "warmup")
@@ -80,11 +83,55 @@ class DetectorSettings:
             raise ValueError("unknown detector setting(s): %s (known: %s)" % (", ".join(map(str, unknown)), ", ".join(sorted(known))))
         changes = {}
         for key, value in overrides.items():
-            changes[key] = _coerce(key, getattr(self, key), value)
+            changes[key] = check_range(key, _coerce(key, getattr(self, key), value))
         return replace(self, **changes)
+
+    def range_problems(self):
+        """Every field outside its unit's range, in words (empty when all are fine)."""
+        problems = []
+        for f in fields(self):
+            try:
+                check_range(f.name, getattr(self, f.name))
+            except ValueError as exc:
+                problems.append(str(exc))
+        return problems
 
     def to_dict(self):
         return {f.name: (list(v) if isinstance(v, tuple) else v) for f in fields(self) for v in [getattr(self, f.name)]}
+
+
+# (name suffix, lowest, highest, lowest allowed itself): the first suffix that matches wins.
+# Windows and intervals are seconds > 0 and at most a day (a start watched longer than
+# that is start_timeout_s's business); rates and sizes are >= 0; counts are >= 1.
+DAY_S = 86400.0
+RANGES = (
+    ("_bytes_per_s", 0, 1e12, True),
+    ("_s", 0, DAY_S, False),
+    ("_pct", 0, 100, True),
+    ("_mib", 0, 16 * 2**20, True),
+    ("_gpus", 1, 1024, True),
+    ("_polls", 1, 10000, True),
+    ("_depth", 1, 1000, True),
+)
+
+
+def check_range(key, value):
+    """value, or ValueError naming the setting and its allowed range."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, tuple) and not all(value):
+            raise ValueError("detector setting %s must not hold an empty name" % key)
+        return value
+    if not math.isfinite(value):
+        raise ValueError("detector setting %s must be a finite number, got %r" % (key, value))
+    for suffix, low, high, low_ok in RANGES:
+        if key.endswith(suffix):
+            break
+    else:
+        low, high, low_ok = 0, 1e12, True  # a number without a known unit: not negative
+    if value < low or (value == low and not low_ok) or value > high:
+        raise ValueError("detector setting %s must be %s %g and at most %g, got %r" % (
+            key, ">=" if low_ok else ">", low, high, value))
+    return value
 
 
 def _coerce(key, default, value):

@@ -62,6 +62,8 @@ _CLASSES = (
     FailureClass("unit_missing", "preflight", "systemd unit not installed", False,
                  "run playbooks/site.yml first"),
     # The automation itself could not do its job on the host.
+    FailureClass("restart_locked", "preflight", "another restart of this host is running", False,
+                 "two restarts of one host would stop each other's start; wait for the other, or break a dead one's lock"),
     FailureClass("remote_step_failed", "preflight", "a step of the restart failed on the host", False,
                  "stopping or starting the unit failed; a human looks at the host first"),
     FailureClass("probe_error", "stalled", "the probe could not observe the host", False,

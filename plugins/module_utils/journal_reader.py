@@ -90,8 +90,32 @@ def _kill_quietly(proc):
             pass
 
 
+# What journalctl (systemd 252) prints on stderr when the caller may not read the system
+# journal: the hint when some files were readable (the caller's own), the error when none
+# were. Without -q, so the hint is not suppressed: an unreadable journal must not pass
+# for a quiet one.
+_NO_PERMISSION = ("insufficient permissions", "not seeing messages from other users and the system")
+
+
+def permission_problem(stderr_text):
+    """The line of journalctl's stderr saying the journal is not readable, or None."""
+    for line in (stderr_text or "").splitlines():
+        if any(words in line for words in _NO_PERMISSION):
+            return line.strip()
+    return None
+
+
+def _who():
+    uid = os.geteuid()
+    try:
+        import pwd
+        return "%s (uid %d)" % (pwd.getpwuid(uid).pw_name, uid)
+    except (ImportError, KeyError):
+        return "uid %d" % uid
+
+
 def journal_argv(exe, unit, cursor=None, since_epoch_s=None):
-    argv = [exe, "-u", unit, "-o", "json", "--all", "--no-pager", "-q"]
+    argv = [exe, "-u", unit, "-o", "json", "--all", "--no-pager"]
     if cursor:
         argv.append("--after-cursor=%s" % cursor)
     elif since_epoch_s is not None:
@@ -131,6 +155,10 @@ def read_journal(unit, cursor=None, since_epoch_s=None, max_records=2000, timeou
             _, err = proc.communicate(timeout=1.0)
         except subprocess.TimeoutExpired:
             err = b""
+    denied = permission_problem((err or b"").decode(errors="replace"))
+    if denied:
+        return None, ("journal not readable as %s: journalctl: %s (run the probe as root, or in group "
+                      "systemd-journal or adm)" % (_who(), denied[:200]))
     batch = parse_lines(lines, max_records)
     if batch.cursor is None:
         batch.cursor = cursor  # nothing new: keep the old position

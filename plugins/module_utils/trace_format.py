@@ -4,6 +4,7 @@ Every problem raises TraceFormatError naming the file and line, so the CLI can p
 one clear line. Observations are returned as the dicts the detector consumes.
 """
 import json
+import math
 
 FORMAT = "sglang-trace/1"
 _OUTCOMES = ("ready", "stalled", "failed")
@@ -39,6 +40,10 @@ def check_header(header, path="<trace>", line_no=1):
     return header
 
 
+def _number_or_none(value):
+    return value is None or (isinstance(value, _NUM) and not isinstance(value, bool))
+
+
 def check_observation(obs, prev_t, path="<trace>", line_no=0):
     _expect(isinstance(obs, dict), path, line_no, "observation must be a JSON object")
     t = obs.get("t")
@@ -51,32 +56,88 @@ def check_observation(obs, prev_t, path="<trace>", line_no=0):
             _expect(isinstance(obs[key], kind), path, line_no, "%s must be a %s" % (key, "list" if kind is list else "JSON object"))
     for rec in obs.get("log") or ():
         _expect(isinstance(rec, dict) and isinstance(rec.get("msg"), str), path, line_no, "every log record needs a text msg")
+        _expect("t" not in rec or (_number_or_none(rec["t"]) and rec["t"] is not None), path, line_no,
+                "log[].t must be a number")
+    unit = obs.get("unit")
+    if isinstance(unit, dict):
+        for k in ("main_pid", "restarts"):
+            _expect(_number_or_none(unit.get(k)), path, line_no, "unit.%s must be a number" % k)
+        for k in ("active", "sub"):
+            _expect(unit.get(k) is None or isinstance(unit.get(k), str), path, line_no, "unit.%s must be text" % k)
     for g in obs.get("gpus") or ():
         _expect(isinstance(g, dict), path, line_no, "every gpus entry must be a JSON object")
-        for k in ("mem_used_mib", "mem_total_mib", "util_pct"):
-            _expect(g.get(k) is None or isinstance(g.get(k), _NUM), path, line_no, "gpus[].%s must be a number" % k)
+        for k in ("index", "mem_used_mib", "mem_total_mib", "util_pct"):
+            _expect(_number_or_none(g.get(k)), path, line_no, "gpus[].%s must be a number" % k)
     procs = obs.get("procs")
     if isinstance(procs, dict):
         for k in ("count", "cpu_s", "read_bytes", "write_bytes"):
             _expect(procs.get(k) is None or isinstance(procs.get(k), _NUM), path, line_no, "procs.%s must be a number" % k)
     for s in obs.get("stacks") or ():
         _expect(isinstance(s, dict) and isinstance(s.get("frames"), list), path, line_no, "every stacks entry needs a frames list")
+        _expect(s.get("rank") is None or isinstance(s.get("rank"), (int, str)), path, line_no,
+                "stacks[].rank must be a number or a name")
     return obs
+
+
+# One observation with every signal, 2000 log records and eight ranks' stacks is well
+# under a megabyte; a longer line is not a trace, and is not read into memory whole.
+MAX_LINE_BYTES = 16 * 2**20
+
+
+def _no_constant(name):
+    raise ValueError("%s is not a JSON number" % name)
+
+
+def _lines(path, fh):
+    """(line number, text) of each line, read in bounded memory; TraceFormatError for a
+    line that is too long, binary data or text that is not UTF-8."""
+    line_no = 0
+    while True:
+        raw = fh.readline(MAX_LINE_BYTES + 1)
+        if not raw:
+            return
+        line_no += 1
+        if len(raw) > MAX_LINE_BYTES:
+            raise TraceFormatError(path, line_no, "line longer than %d MiB: not a trace" % (MAX_LINE_BYTES // 2**20))
+        if b"\0" in raw:
+            raise TraceFormatError(path, line_no, "binary data (NUL bytes): not a JSON Lines text file")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise TraceFormatError(path, line_no, "not UTF-8 text (byte 0x%02x at column %d)" % (
+                raw[e.start], e.start + 1))
+        yield line_no, text
+
+
+def _finite_float(text):
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError("%s is out of range for a number" % text[:40])
+    return value
+
+
+def parse_json_line(text):
+    """One JSON value of a line: NaN, Infinity and overflowing numbers refused, nesting
+    bounded; ValueError."""
+    try:
+        return json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
+    except RecursionError:
+        raise ValueError("nested too deeply")
 
 
 def read_trace(path):
     """(header, observations) of a trace file; TraceFormatError on anything malformed."""
     try:
-        f = open(path, encoding="utf-8")
+        f = open(path, "rb")
     except OSError as e:
         raise TraceFormatError(path, 0, "cannot open: %s" % e.strerror)
     header, observations, prev_t = None, [], None
     with f:
-        for line_no, line in enumerate(f, 1):
+        for line_no, line in _lines(path, f):
             if not line.strip():
                 continue
             try:
-                item = json.loads(line)
+                item = parse_json_line(line)
             except ValueError as e:
                 raise TraceFormatError(path, line_no, "not valid JSON (%s)" % e)
             if header is None:

@@ -25,6 +25,16 @@ description:
     failure class is one a restart can fix and attempts remain (with backoff and jitter).
     The same failure twice, or a class a restart cannot fix, hands over to a human: the
     task fails with a summary naming host, phase, reason, attempts and the artifacts path."
+  - "One restart of a host at a time: the run takes a lock file on the host
+    (C(/run/sglang-ops/restart.lock), naming controller, user, PID and start time)
+    before anything else. A second restart of the host, from this controller or another,
+    fails at once with C(restart_locked), naming the holder, and changes nothing. A lock
+    whose run cannot still be going (past the longest time its options allow, or whose
+    process on this controller is gone) is taken over; O(break_lock) takes over any."
+  - "Ctrl-C (SIGINT) or SIGTERM on the controller ends the run where it is: run.json
+    records C(outcome: interrupted), what the run was doing and the attempt being
+    watched; the lock is released and the service is left as it was at that moment
+    (a command already sent to the host, such as a stop, completes there)."
   - Every attempt's observations are written as a replayable trace
     (C(attempt-<n>/trace.jsonl), format C(sglang-trace/1)), and C(run.json) records the
     run (docs/architecture.md).
@@ -120,6 +130,13 @@ options:
       - A prewarm that fails is reported and skipped; the restart goes on.
     type: dict
     default: {}
+  break_lock:
+    description:
+      - Take over the host's restart lock even when its holder may still be running.
+        Only for a lock left by a run known to be dead (its controller crashed or lost
+        the host); two live restarts of one host stop each other's start.
+    type: bool
+    default: false
 attributes:
   check_mode:
     support: full
@@ -155,7 +172,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 outcome:
-  description: ready, gave_up or check_mode.
+  description: ready, gave_up, interrupted or check_mode.
   returned: always
   type: str
 verdict:

@@ -11,6 +11,7 @@ decided and done. Next steps come from docs/runbook.md, the section of the failu
 import json
 import os
 
+from ansible_collections.sglang_ops.serving.plugins.module_utils import trace_format
 from ansible_collections.sglang_ops.serving.plugins.module_utils.redaction import redact_tree
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import runbook as runbook_mod
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_model import build_incident
@@ -22,6 +23,7 @@ REPORT_MD = "report.md"
 REPORT_JSON = "report.json"
 CHART_SVG = "timeline.svg"
 TRACE_COPY = "trace.jsonl"
+MAX_DIAGNOSTIC_BYTES = 4 * 2**20
 
 
 class ReportInputError(ValueError):
@@ -66,8 +68,10 @@ def _read_diagnostics(folder):
     for name in sorted(os.listdir(folder)):
         path = os.path.join(folder, name)
         if os.path.isfile(path):
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                out[name] = fh.read()
+            with open(path, "rb") as fh:  # the end of a huge capture is the part that matters
+                size = fh.seek(0, os.SEEK_END)
+                fh.seek(max(0, size - MAX_DIAGNOSTIC_BYTES))
+                out[name] = fh.read().decode("utf-8", errors="replace")
     return out
 
 
@@ -112,17 +116,71 @@ def _runbook(path):
         return {}
 
 
+# The fields of run.json the report reads, and what each must be (None always allowed).
+_RUN_TEXT = ("host", "unit", "started", "finished", "outcome", "gave_up_because", "phase", "reason_code", "reason")
+_ATTEMPT_TEXT = ("verdict", "phase", "reason_code", "reason", "action", "trace", "diagnostics", "started")
+_ATTEMPT_NUMBERS = ("n", "t", "started_epoch_s")
+MAX_RUN_JSON_BYTES = 64 * 2**20
+
+
+def _expect(cond, run_path, where, what, value):
+    if not cond:
+        raise ReportInputError("%s: %s must be %s, got %s" % (run_path, where, what, json.dumps(value)[:80]))
+
+
+def check_run(run, run_path):
+    """ReportInputError naming the field when run.json is not what the restart writes."""
+    _expect(isinstance(run, dict), run_path, "the file", "a JSON object", run)
+    for key in _RUN_TEXT:
+        _expect(run.get(key) is None or isinstance(run[key], str), run_path, key, "text", run.get(key))
+    for key in ("settings", "preflight", "options"):
+        _expect(run.get(key) is None or isinstance(run[key], dict), run_path, key, "a JSON object", run.get(key))
+    pre = run.get("preflight") or {}
+    for key in ("gpu_holders", "orphans_killed"):
+        _expect(pre.get(key) is None or isinstance(pre[key], list), run_path, "preflight." + key, "a list", pre.get(key))
+    for n, holder in enumerate(pre.get("gpu_holders") or []):
+        _expect(isinstance(holder, dict), run_path, "preflight.gpu_holders[%d]" % n, "a JSON object", holder)
+    attempts = run.get("attempts")
+    _expect(attempts is None or isinstance(attempts, list), run_path, "attempts", "a list", attempts)
+    for n, attempt in enumerate(attempts or []):
+        where = "attempts[%d]" % n
+        _expect(isinstance(attempt, dict), run_path, where, "a JSON object", attempt)
+        for key in _ATTEMPT_TEXT:
+            _expect(attempt.get(key) is None or isinstance(attempt[key], str), run_path, where + "." + key, "text",
+                    attempt.get(key))
+        for key in _ATTEMPT_NUMBERS:
+            value = attempt.get(key)
+            _expect(value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)), run_path,
+                    where + "." + key, "a number", value)
+        for key in ("trace", "diagnostics"):
+            rel = attempt.get(key)
+            _expect(not rel or (not os.path.isabs(rel) and ".." not in rel.split("/")), run_path, where + "." + key,
+                    "a path inside the run folder", rel)
+    return run
+
+
+def _read_run(run_dir):
+    run_path = os.path.join(run_dir, "run.json")
+    try:
+        with open(run_path, "rb") as fh:
+            raw = fh.read(MAX_RUN_JSON_BYTES + 1)
+    except OSError as exc:
+        raise ReportInputError("%s is not a run directory (no readable run.json: %s)" % (run_dir, exc.strerror or exc))
+    if len(raw) > MAX_RUN_JSON_BYTES:
+        raise ReportInputError("%s: larger than %d MiB: not a run record" % (run_path, MAX_RUN_JSON_BYTES // 2**20))
+    try:
+        run = trace_format.parse_json_line(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ReportInputError("%s: not UTF-8 text (byte 0x%02x at offset %d)" % (run_path, raw[exc.start], exc.start))
+    except ValueError as exc:
+        raise ReportInputError("%s: not JSON: %s" % (run_path, exc))
+    return check_run(run, run_path)
+
+
 def write_incident_report(run_dir, runbook_path=None, out_dir=None):
     """Build report.md, report.json and timeline.svg inside a restart run directory
     (or in out_dir, with links back to the run's traces)."""
-    run_path = os.path.join(run_dir, "run.json")
-    try:
-        with open(run_path, encoding="utf-8") as fh:
-            run = json.load(fh)
-    except OSError as exc:
-        raise ReportInputError("%s is not a run directory (no readable run.json: %s)" % (run_dir, exc.strerror or exc))
-    except ValueError as exc:
-        raise ReportInputError("%s: not JSON: %s" % (run_path, exc))
+    run = _read_run(run_dir)
     attempts = run.get("attempts") or []
     trace_names = [a["trace"] for a in attempts if a.get("trace")]
     header, observations, assessments = {}, [], []
@@ -157,4 +215,3 @@ def write_trace_report(trace_path, out_dir, runbook_path=None):
         for obj in [header] + observations:
             fh.write(json.dumps(redact_tree(obj), ensure_ascii=False) + "\n")
     return paths
-

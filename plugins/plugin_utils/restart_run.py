@@ -8,10 +8,11 @@ All state is per instance: one instance per host and task, nothing module-global
 """
 import dataclasses
 import os
+import signal
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils import restart_policy
 from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import FAILURE_CLASSES
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils import host_checks
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils import host_checks, host_lock
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import iso_utc, redact_secrets
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart_watch import StartWatch
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.trace_writer import (
@@ -24,6 +25,36 @@ DIAGNOSTIC_TIMEOUT_S = 90
 
 class RemoteStepFailed(Exception):
     """A command the procedure depends on (systemctl start, ...) failed on the host."""
+
+
+class RunInterrupted(BaseException):
+    """SIGINT or SIGTERM reached the controller during a run (raised by interruptible())."""
+
+    def __init__(self, signame):
+        super().__init__(signame)
+        self.signame = signame
+
+
+def interruptible(fn, signals=(signal.SIGINT, signal.SIGTERM)):
+    """Run fn() with SIGINT/SIGTERM turned into RunInterrupted, so the procedure can record
+    the interruption (run.json) and release the host lock instead of the process dying
+    in the middle of a step. Further signals are ignored while it does that; the previous
+    handlers come back afterwards."""
+    previous = {}
+
+    def on_signal(signum, frame):
+        del frame
+        for sig in previous:
+            signal.signal(sig, signal.SIG_IGN)
+        raise RunInterrupted(signal.Signals(signum).name)
+
+    for sig in signals:
+        previous[sig] = signal.signal(sig, on_signal)
+    try:
+        return fn()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def default_artifacts_root(playbook_dir):
@@ -68,7 +99,7 @@ def _count(n, word):
 
 class RestartProcedure:
     def __init__(self, host, args, artifacts, settings, make_detector, shell, probe, emit,
-                 format_progress, clock, sleep, backoff, rng, prewarm=None):
+                 format_progress, clock, sleep, backoff, rng, prewarm=None, lock=None):
         self.host = host
         self.args = args
         self.unit = args["unit"]
@@ -83,8 +114,11 @@ class RestartProcedure:
         self.backoff = backoff
         self.rng = rng
         self.prewarm = prewarm  # prewarm(options, step_s, max_total_s) -> summary (issue: shorter restarts)
+        self.lock = lock  # host_lock.HostLock, or None where no other run can interfere (tests)
         self.changed = False
         self.venv = None
+        self.stage = "preflight"      # what the procedure is doing, for an interruption's record
+        self.current_attempt = None   # the attempt being watched, until it is recorded
         self.record = {
             "host": host, "unit": self.unit, "started": iso_utc(clock()), "finished": None,
             "outcome": None, "gave_up_because": None, "attempts": [], "preflight": {},
@@ -146,7 +180,10 @@ class RestartProcedure:
                  "watch every %.0f s (up to %d attempts)" % (self.unit, self.args["poll_s"], self.args["max_attempts"]))
         foreign = check.of_kind("foreign")
         orphans = check.of_kind("orphan")
-        if foreign:
+        held_by = self._lock_holder()
+        if held_by:
+            would = "would refuse: another restart holds the host: " + held_by
+        elif foreign:
             would = "would refuse: GPUs held by processes outside the unit: " + \
                     "; ".join(h.describe() for h in foreign)
         elif orphans and not self.args["kill_orphans"]:
@@ -159,8 +196,44 @@ class RestartProcedure:
         res["verdict"] = a.verdict
         return res
 
+    def _lock_holder(self):
+        """Who holds the host's restart lock (words), or None; reads only."""
+        if self.lock is None:
+            return None
+        _, out, _ = self._sh(host_lock.peek_cmd(self.lock.lock_dir), "lock check")
+        state, now, holder = host_lock.parse_answer(out)
+        return host_lock.describe(holder or {}, now) if state == "HELD" else None
+
     # ---- the restart -------------------------------------------------------------------
     def restart(self):
+        """The whole run under the host lock: a second restart of the host fails fast,
+        naming the first, and changes nothing."""
+        if self.lock is not None:
+            try:
+                replaced = self.lock.acquire()
+            except host_lock.LockHeld as exc:
+                return self._hand_over("preflight", "restart_locked", str(exc),
+                                       because="two restarts of one host would stop each other's start")
+            except host_lock.LockError as exc:
+                raise RemoteStepFailed(str(exc))
+            self.record["lock"] = {"path": self.lock.lock_path, "run_id": self.lock.holder.get("run_id")}
+            if replaced:
+                old, why = replaced
+                self.record["lock"]["replaced"] = {"holder": old, "because": why}
+                self.emit("took over a stale restart lock (%s): %s" % (why, host_lock.describe(old)))
+        try:
+            return self._restart()
+        except RunInterrupted as exc:
+            self.note_interrupted("interrupted by %s" % exc.signame)
+            raise
+        finally:
+            if self.lock is not None:
+                problem = self.lock.release()
+                if problem:
+                    self.record.setdefault("lock", {})["release"] = problem
+                    self._write_run_quietly()
+
+    def _restart(self):
         props = self._unit_props()
         if not host_checks.unit_installed(props):
             return self._hand_over("preflight", "unit_missing",
@@ -182,6 +255,7 @@ class RestartProcedure:
 
         if self.args.get("prewarm") and self.prewarm is not None:
             # While the old instance still serves: read the model into the page cache.
+            self.stage = "prewarm (the old instance still serving)"
             self.record["prewarm"] = self._prewarm(dict(self.args["prewarm"]))
 
         max_attempts = self.args["max_attempts"]
@@ -189,8 +263,10 @@ class RestartProcedure:
         for n in range(1, max_attempts + 1):
             if n > 1:
                 delay_s = self.backoff.delay_s(n - 1, self.rng)
+                self.stage = "waiting %.0f s before attempt %d" % (delay_s, n)
                 self.emit("restart %d of %d in %.0f s" % (n - 1, max_attempts - 1, delay_s))
                 self.sleep(delay_s)
+            self.stage = "stopping %s before attempt %d" % (self.unit, n)
             # The first stop ends a serving instance: it gets the full stop_timeout_s. Later
             # stops end a failed or stalled start, whose processes are of no use any more.
             problem = self._stop_and_release(
@@ -201,11 +277,13 @@ class RestartProcedure:
             outcome = self._attempt(n)
             attempt = {"n": n, "trace": self.artifacts.trace_relpath(n), **outcome.to_dict(),
                        "probe_cost": outcome.probe_cost}
+            self.current_attempt = None
             self.record["attempts"].append(attempt)
             if outcome.ready:
                 attempt["action"] = "ready"
                 self.emit("ready after %.0f s: a completion answered (attempt %d)" % (outcome.t, n))
                 return self._finish("ready", outcome.phase, "ready", outcome.reason)
+            self.stage = "capturing diagnostics of attempt %d" % n
             self.emit("%s in %s after %.0f s: %s (%s); capturing diagnostics" % (
                 outcome.verdict.upper(), outcome.phase, outcome.t, outcome.reason_code, outcome.reason))
             attempt["diagnostics"] = self._capture_diagnostics(n, attempt["started_epoch_s"])
@@ -233,6 +311,9 @@ class RestartProcedure:
 
     def _attempt(self, n):
         t0 = self.clock()
+        self.stage = "starting %s (attempt %d)" % (self.unit, n)
+        self.current_attempt = {"n": n, "trace": self.artifacts.trace_relpath(n), "started": iso_utc(t0),
+                                "started_epoch_s": round(t0, 3)}
         rc, _, err = self.shell(host_checks.start_cmd(self.unit), 90)
         self.changed = True
         if rc == 124:
@@ -240,6 +321,7 @@ class RestartProcedure:
         elif rc != 0:
             # The watch sees the failed unit and names it; the message says why.
             self.emit("systemctl start exited %s: %s" % (rc, redact_secrets((err or "").strip()[-300:])))
+        self.stage = "watching the start of %s (attempt %d)" % (self.unit, n)
         self.emit("started %s (attempt %d of %d); probing every %.0f s" % (
             self.unit, n, self.args["max_attempts"], self.args["poll_s"]))
         header_name = "%s-%s-attempt-%d" % (self.host, os.path.basename(self.artifacts.path), n)
@@ -350,9 +432,25 @@ class RestartProcedure:
 
     # ---- endings -----------------------------------------------------------------------
     def note_interrupted(self, reason):
-        """Record a run cut short by something outside the procedure (lost host, Ctrl-C)."""
-        self.record.update({"finished": iso_utc(self.clock()), "outcome": "interrupted",
-                            "gave_up_because": redact_secrets(reason)})
+        """Record a run cut short by something outside the procedure (lost host, Ctrl-C).
+        Nothing more is done to the service: it stays as the interruption found it."""
+        if self.record.get("outcome") == "interrupted":
+            return
+        at = self.clock()
+        if self.current_attempt is not None:
+            began = self.current_attempt["started_epoch_s"]
+            self.record["attempts"].append(dict(
+                self.current_attempt, verdict="interrupted", phase="unknown", reason_code="interrupted",
+                reason=redact_secrets(reason), t=round(at - began, 3), action="interrupted"))
+            self.current_attempt = None
+        self.record.update({"finished": iso_utc(at), "outcome": "interrupted",
+                            "gave_up_because": redact_secrets(reason),
+                            "interrupted": {"reason": redact_secrets(reason), "during": self.stage,
+                                            "service": "left as it was at that moment: nothing was "
+                                                       "stopped or started after the interruption"}})
+        self._write_run_quietly()
+
+    def _write_run_quietly(self):
         try:
             self.artifacts.write_run(self.record)
         except OSError:

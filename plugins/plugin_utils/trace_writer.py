@@ -8,9 +8,10 @@ up to the last poll even when the controller is interrupted.
 import json
 import os
 
+from ansible_collections.sglang_ops.serving.plugins.module_utils import trace_format
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import redact_secrets
 
-TRACE_FORMAT = "sglang-trace/1"
+TRACE_FORMAT = trace_format.FORMAT
 
 
 def trace_header(name, unit, poll_s, gpus, description=""):
@@ -88,21 +89,6 @@ class TraceWriter:
 
 
 def read_trace(path):
-    """(header, observations) of a trace file; ValueError names the bad line."""
-    with open(path, encoding="utf-8") as fh:
-        lines = [line for line in fh if line.strip()]
-    if not lines:
-        raise ValueError("%s: empty trace" % path)
-    parsed = []
-    for n, line in enumerate(lines, 1):
-        try:
-            parsed.append(json.loads(line))
-        except ValueError as exc:
-            raise ValueError("%s:%d: not JSON: %s" % (path, n, exc))
-    header, observations = parsed[0], parsed[1:]
-    if header.get("format") != TRACE_FORMAT:
-        raise ValueError("%s:1: not a %s header" % (path, TRACE_FORMAT))
-    for n, obs in enumerate(observations, 2):
-        if not isinstance(obs.get("t"), (int, float)):
-            raise ValueError("%s:%d: observation without numeric 't'" % (path, n))
-    return header, observations
+    """(header, observations) of a trace file; ValueError (TraceFormatError) names the bad
+    line. The one reader of the format: module_utils/trace_format.py."""
+    return trace_format.read_trace(path)

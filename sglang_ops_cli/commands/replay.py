@@ -66,5 +66,12 @@ def run(args):
     if args.verbose:
         def show(a):
             print("%8.1f  %-11s %s" % (a.t, a.verdict, progress_line(a)))
-    print(json.dumps(replay(header, observations, settings, show), sort_keys=False))
+    try:
+        verdict = replay(header, observations, settings, show)
+    except Exception as e:  # an observation the format checks let through: one line, no traceback
+        print("sglang-ops replay: cannot replay %s: %s: %s" % (
+            args.file, type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "malformed observation"),
+            file=sys.stderr)
+        return 2
+    print(json.dumps(verdict, sort_keys=False))
     return 0

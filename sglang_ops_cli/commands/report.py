@@ -63,6 +63,10 @@ def run(args, out=None, err=None):
     except (OSError, ImportError) as exc:
         err.write("sglang-ops report: could not write the report: %s\n" % exc)
         return EXIT_FAILED
+    except Exception as exc:  # input the checks above missed: still one line, never a traceback
+        err.write("sglang-ops report: cannot build a report from %s: %s: %s\n" % (
+            path, type(exc).__name__, str(exc).splitlines()[0][:200] if str(exc) else "malformed input"))
+        return EXIT_USAGE
     with open(paths["json"], encoding="utf-8") as fh:
         summary = json.load(fh).get("summary") or []
     for n, line in enumerate(summary, 1):
@@ -71,4 +75,3 @@ def run(args, out=None, err=None):
         if kind in paths:
             out.write("%-8s %s\n" % (kind, paths[kind]))
     return EXIT_OK
-

@@ -32,7 +32,7 @@ def _metadata(project):
         f"Version: {project['version']}",
         f"Summary: {project['description']}",
         f"Requires-Python: {project['requires-python']}",
-    ]
+    ] + [f"Requires-Dist: {dep}" for dep in project.get("dependencies", [])]
     readme = os.path.join(_ROOT, project.get("readme", "README.md"))
     body = ""
     if os.path.exists(readme):

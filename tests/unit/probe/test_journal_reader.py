@@ -89,3 +89,42 @@ def test_log_file_cuts_an_endless_line_at_line_max(tmp_path):
     log.write_bytes(b"y" * (logfile_reader.LINE_MAX + 10))
     batch, _ = logfile_reader.read_logfile(str(log))
     assert [(len(r.msg), r.line_break) for r in batch.records] == [(logfile_reader.LINE_MAX, "line-max")]
+
+
+# journalctl's own words (systemd 252, src/journal/journalctl.c access_check()).
+HINT = ("Hint: You are currently not seeing messages from other users and the system.\n"
+        "      Users in groups 'adm', 'systemd-journal' can see all messages.\n"
+        "      Pass -q to turn off this notice.\n")
+NO_FILES = "No journal files were opened due to insufficient permissions.\n"
+
+
+def test_a_journal_the_caller_may_not_read_is_missing_not_quiet(monkeypatch, script_dir):
+    # Some files readable (the caller's own), the unit's not: exit 0, no records, the hint.
+    fake = script_dir("journalctl", "printf '%%s' '%s' >&2\nexit 0\n" % HINT.replace("'", "'\\''"))
+    monkeypatch.setenv("PATH", os.path.dirname(fake))
+    batch, why = journal_reader.read_journal("sglang-k26-ddtree", cursor="c-before")
+    assert batch is None
+    assert why.startswith("journal not readable as ") and "uid %d" % os.geteuid() in why
+    assert "not seeing messages from other users and the system" in why and "systemd-journal" in why
+
+
+def test_no_readable_journal_file_is_missing_too(monkeypatch, script_dir):
+    fake = script_dir("journalctl", "printf '%s' >&2\nexit 1\n" % NO_FILES)
+    monkeypatch.setenv("PATH", os.path.dirname(fake))
+    batch, why = journal_reader.read_journal("sglang-k26-ddtree")
+    assert batch is None and "insufficient permissions" in why and why.startswith("journal not readable as ")
+
+
+def test_hint_is_not_turned_off(monkeypatch):
+    assert "-q" not in journal_reader.journal_argv("journalctl", "u")
+    assert journal_reader.permission_problem("-- No entries --\n") is None
+
+
+def test_the_probe_names_the_unreadable_journal_in_missing(monkeypatch, script_dir):
+    from ansible_collections.sglang_ops.serving.plugins.module_utils import probe as probe_mod
+    fake = script_dir("journalctl", "printf '%%s' '%s' >&2\nexit 0\n" % HINT.replace("'", "'\\''"))
+    monkeypatch.setenv("PATH", os.path.dirname(fake))
+    monkeypatch.setattr(probe_mod.systemd_unit, "read_unit", lambda unit, timeout_s: (None, "no systemd here"))
+    result = probe_mod.probe(probe_mod.ProbeRequest(unit="sglang-k26-ddtree", since_epoch_s=0))
+    assert "log" not in result["observation"]
+    assert result["missing"]["log"].startswith("journal not readable as ")

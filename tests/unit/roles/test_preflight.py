@@ -51,6 +51,10 @@ def failures(result):
      "also need sglang_service_speculative_draft_model_path"),
     ({"cuda_toolkit_version": "12.8"}, "cuda_toolkit_version must be 13.<minor>"),
     ({"sglang_version": "latest"}, "sglang_version must be an exact release"),
+    ({"sglang_service_extra_args": [{"--kv-cache-dtype": "fp8_e4m3"}]},
+     "sglang_service_extra_args must be a list whose items are strings (one flag) or lists of strings"),
+    ({"sglang_service_extra_args": [["--json-model-override-args", ["a", "b"]]]},
+     'got [["--json-model-override-args", ["a", "b"]]]'),
 ])
 def test_bad_variable_fails_in_preflight_before_any_change(inventory, bad_vars, message):
     returncode, result = run_site(inventory, bad_vars)
@@ -73,3 +77,13 @@ def test_good_variables_pass_every_variable_check(inventory):
                and not task["hosts"]["preflight-host"].get("skipped")
                for play in result["plays"] for task in play["tasks"]), "TP check did not run"
     assert returncode == (2 if found else 0)
+
+
+def test_extra_args_of_flags_and_flag_lists_pass(inventory):
+    returncode, result = run_site(inventory, {"sglang_service_extra_args": [
+        "--enable-metrics", ["--kv-cache-dtype", "fp8_e4m3"], []]}, "--tags", "preflight")
+    found = failures(result)
+    assert all(task.endswith(": Check systemd is the init system") for _, task, _ in found), found
+    assert any(task["task"]["name"].endswith(": Check the extra arguments are strings or lists of strings")
+               and not task["hosts"]["preflight-host"].get("failed")
+               for play in result["plays"] for task in play["tasks"]), "extra_args check did not run"

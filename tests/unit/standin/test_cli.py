@@ -156,8 +156,11 @@ def test_wheel_installs_offline_into_a_venv_and_serves(tmp_path, base_env, model
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60)
     py = str(venv / "bin" / "python")
-    subprocess.run([sys.executable, "-m", "pip", "--python", py, "install", "-q", "--no-index", "--no-deps",
-                    wheel], check=True, timeout=120)
+    # its dependencies (py-spy, as SGLang's) come from the wheels the build put beside it
+    subprocess.run([sys.executable, "-m", "pip", "--python", py, "install", "-q", "--no-index",
+                    "--find-links", os.path.dirname(wheel), wheel], check=True, timeout=120)
+    pyspy = subprocess.run([str(venv / "bin" / "py-spy"), "--version"], capture_output=True, text=True, timeout=30)
+    assert pyspy.stdout.strip() == "py-spy 0.4.3"
     env = {k: v for k, v in base_env.items() if k != "PYTHONPATH"}
     show = subprocess.run([py, "-c", "import sglang, importlib.metadata as m; print(sglang.__version__); "
                            "print(m.metadata('sglang-standin')['Summary']); print(sglang.__doc__)"],

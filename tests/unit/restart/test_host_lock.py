@@ -1,0 +1,189 @@
+"""The host's restart lock: the stale rules, and the real shell commands run on this
+machine (sh, flock, a lock folder under tmp_path) by contending holders."""
+import json
+import multiprocessing
+import os
+import subprocess
+
+import pytest
+
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils import host_lock
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.host_lock import HostLock, LockHeld
+
+from restart_fakes import FakeHost, make_procedure, progressing, ready
+
+ARGS = {"unit": "sglang-k26-ddtree", "max_attempts": 3, "stop_timeout_s": 330.0, "release_timeout_s": 120.0,
+        "start_timeout_s": 7200.0, "backoff_max_s": 120.0, "prewarm": {}}
+
+
+def local_shell(cmd, timeout_s=None):
+    """The action's remote step, run on this machine: `sh -c` with a timeout."""
+    proc = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, timeout=timeout_s or 60)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def holder(pid, controller="ctl-a", user="alice", now=1_800_000_000.0, artifacts="/art/run-1"):
+    return host_lock.holder_record(ARGS, artifacts, now, pid=pid, controller=controller, user=user)
+
+
+def lock_of(tmp_path, rec, **kw):
+    return HostLock(local_shell, rec, lock_dir=str(tmp_path / "run"), **kw)
+
+
+def test_max_run_time_covers_every_attempt_and_the_waits_between():
+    assert host_lock.max_run_s(ARGS) == 3 * (330 + 30 + 120 + 90 + 7200) + 2 * 120
+    assert host_lock.max_run_s(dict(ARGS, prewarm={"max_total_s": 600})) == host_lock.max_run_s(ARGS) + 600
+    assert host_lock.max_run_s(dict(ARGS, prewarm={"model_path": "/m"})) == host_lock.max_run_s(ARGS) + 3600
+
+
+def test_stale_rules():
+    rec = holder(pid=4242)
+    alive = lambda pid: True  # noqa: E731
+    dead = lambda pid: False  # noqa: E731
+    assert host_lock.stale_because(rec, rec["started_epoch_s"] + 60, "ctl-b", dead) is None
+    assert host_lock.stale_because(rec, rec["started_epoch_s"] + 60, "ctl-a", alive) is None
+    assert "process 4242 on this controller is gone" in host_lock.stale_because(rec, rec["started_epoch_s"] + 60,
+                                                                                  "ctl-a", dead)
+    assert "would have ended" in host_lock.stale_because(rec, rec["expires_epoch_s"] + 1, "ctl-b", alive)
+    assert host_lock.stale_because(rec, rec["started_epoch_s"], "ctl-b", alive, force=True) == "break_lock was given"
+
+
+def test_second_holder_fails_fast_naming_the_first_and_since_when(tmp_path):
+    first = lock_of(tmp_path, holder(pid=os.getpid(), controller="ctl-a"))
+    assert first.acquire() is None and first.held
+    on_disk = json.loads((tmp_path / "run" / "restart.lock").read_text())
+    assert on_disk["controller"] == "ctl-a" and on_disk["pid"] == os.getpid()
+    second = lock_of(tmp_path, holder(pid=1, controller="ctl-b", user="bob"), controller="ctl-b")
+    with pytest.raises(LockHeld) as err:
+        second.acquire()
+    text = str(err.value)
+    assert "alice@ctl-a (PID %d)" % os.getpid() in text
+    assert "running since 2027-01-15T08:00:00Z" in text and "artifacts /art/run-1" in text
+    assert not second.held
+    # the loser's release touches nothing; the holder's release frees it for the next run
+    assert second.release() is None and (tmp_path / "run" / "restart.lock").exists()
+    assert first.release() is None and not (tmp_path / "run" / "restart.lock").exists()
+    assert second.acquire() is None
+
+
+def test_release_of_a_lock_taken_over_meanwhile_leaves_the_new_holder(tmp_path):
+    first = lock_of(tmp_path, holder(pid=os.getpid()))
+    first.acquire()
+    breaker = lock_of(tmp_path, holder(pid=os.getpid(), controller="ctl-b"), force=True, controller="ctl-b")
+    old, why = breaker.acquire()
+    assert old["run_id"] == first.holder["run_id"] and why == "break_lock was given"
+    assert first.release() == "the lock was no longer this run's"
+    assert json.loads((tmp_path / "run" / "restart.lock").read_text())["run_id"] == breaker.holder["run_id"]
+
+
+def test_expired_lock_and_dead_local_holder_are_taken_over(tmp_path):
+    stale = holder(pid=os.getpid(), now=1_000_000_000.0)  # expired long ago by the host's clock
+    lock_of(tmp_path, stale).acquire()
+    taker = lock_of(tmp_path, holder(pid=os.getpid(), controller="ctl-b"), controller="ctl-b")
+    old, why = taker.acquire()
+    assert old["run_id"] == stale["run_id"] and "would have ended by 2001-09-" in why
+    taker.release()
+    dead_pid = subprocess.Popen(["true"])
+    dead_pid.wait()
+    lock_of(tmp_path, holder(pid=dead_pid.pid, now=9_999_999_999.0 - 10**5)).acquire()
+    old, why = lock_of(tmp_path, holder(pid=os.getpid())).acquire()
+    assert "process %d on this controller is gone" % dead_pid.pid in why
+
+
+def _contend(args):
+    lock_dir, n = args
+    lock = HostLock(local_shell, host_lock.holder_record(ARGS, "/art/%d" % n, 1_800_000_000.0, pid=os.getpid(),
+                                                         controller="ctl-%d" % n), lock_dir=lock_dir)
+    try:
+        lock.acquire()
+        return n
+    except LockHeld:
+        return None
+
+
+def test_many_controllers_at_once_exactly_one_wins(tmp_path):
+    with multiprocessing.get_context("fork").Pool(6) as pool:
+        winners = [n for n in pool.map(_contend, [(str(tmp_path / "run"), n) for n in range(6)]) if n is not None]
+    assert len(winners) == 1
+    assert json.loads((tmp_path / "run" / "restart.lock").read_text())["controller"] == "ctl-%d" % winners[0]
+
+
+class LockingHost(FakeHost):
+    """The scripted host, with the lock commands run for real on this machine."""
+
+    def shell(self, cmd, timeout_s=None):
+        if "restart.lock" in cmd:
+            return local_shell(cmd, timeout_s)
+        return super().shell(cmd, timeout_s)
+
+
+def test_second_restart_while_one_holds_the_host_changes_nothing(tmp_path):
+    host = LockingHost()
+    running = lock_of(tmp_path, holder(pid=os.getpid(), controller="ctl-a"))
+    running.acquire()
+    proc, host, *_ = make_procedure(tmp_path, [[ready()]], host=host)
+    proc.lock = HostLock(host.shell, holder(pid=os.getpid(), controller="ctl-b", user="bob"),
+                         lock_dir=str(tmp_path / "run"), controller="ctl-b")
+    res = proc.restart()
+    assert res["failed"] and res["reason_code"] == "restart_locked" and res["phase"] == "preflight"
+    assert "alice@ctl-a" in res["msg"] and "running since" in res["msg"]
+    assert host.events == [] and host.commands == []  # not even the preflight ran
+    assert (tmp_path / "run" / "restart.lock").exists()
+
+
+def test_restart_holds_the_lock_while_it_runs_and_gives_it_back(tmp_path):
+    host = LockingHost()
+    seen = []
+    proc, host, probe, *_ = make_procedure(tmp_path, [[progressing(), ready()]], host=host)
+    proc.lock = HostLock(host.shell, holder(pid=os.getpid()), lock_dir=str(tmp_path / "run"))
+    real_probe = proc.probe
+
+    def probe_and_look(module_args):
+        seen.append((tmp_path / "run" / "restart.lock").exists())
+        return real_probe(module_args)
+    proc.probe = probe_and_look
+    res = proc.restart()
+    assert res["outcome"] == "ready" and seen == [True, True]
+    assert not (tmp_path / "run" / "restart.lock").exists()
+    with open(res["run_json"]) as fh:
+        assert json.load(fh)["lock"]["path"] == str(tmp_path / "run" / "restart.lock")
+
+
+def test_ctrl_c_during_the_watch_records_the_run_releases_the_lock_and_touches_nothing_more(tmp_path):
+    import signal
+
+    from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart_run import RunInterrupted, interruptible
+    host = LockingHost()
+    proc, host, probe, *_ = make_procedure(tmp_path, [[progressing(), progressing(), progressing(), ready()]],
+                                           host=host)
+    proc.lock = HostLock(host.shell, holder(pid=os.getpid()), lock_dir=str(tmp_path / "run"))
+    real_probe = proc.probe
+
+    def probe_then_ctrl_c(module_args):
+        if len(probe.calls) == 2:
+            os.kill(os.getpid(), signal.SIGINT)  # what the terminal sends
+        return real_probe(module_args)
+    proc.probe = probe_then_ctrl_c
+    previous = signal.getsignal(signal.SIGINT)
+    with pytest.raises(RunInterrupted) as err:
+        interruptible(proc.restart)
+    assert err.value.signame == "SIGINT"
+    assert signal.getsignal(signal.SIGINT) is previous
+    assert host.events == ["stop", "start"]  # no stop after the interruption
+    assert not (tmp_path / "run" / "restart.lock").exists()
+    run_dir = os.path.dirname(proc.artifacts.abspath("run.json"))
+    with open(os.path.join(run_dir, "run.json")) as fh:
+        run = json.load(fh)
+    assert run["outcome"] == "interrupted" and run["gave_up_because"] == "interrupted by SIGINT"
+    assert run["interrupted"]["during"] == "watching the start of sglang-k26-ddtree (attempt 1)"
+    assert "left as it was" in run["interrupted"]["service"]
+    (attempt,) = run["attempts"]
+    assert (attempt["n"], attempt["verdict"], attempt["action"]) == (1, "interrupted", "interrupted")
+    assert os.path.exists(os.path.join(run_dir, attempt["trace"]))
+    # the folder is a run the report accepts
+    from sglang_ops_cli.commands import report
+    import argparse
+    import io
+    out, err_text = io.StringIO(), io.StringIO()
+    assert report.run(argparse.Namespace(path=run_dir, output=None), out=out, err=err_text) == 0, err_text.getvalue()
+    assert "interrupt" in out.getvalue().lower()

@@ -1,0 +1,55 @@
+"""bench/restart_downtime.py's disk throttle: the default rate and the device it limits."""
+import importlib.util
+import os
+import stat
+import subprocess
+import types
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def bench_module():
+    spec = importlib.util.spec_from_file_location("restart_downtime", os.path.join(ROOT, "bench", "restart_downtime.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def bench_for(module, tmp_path, **args):
+    defaults = dict(shards=12, shard_mib=256, read_mb_s=None, container="x", verbose=False)
+    defaults.update(args)
+    bench = module.Bench.__new__(module.Bench)  # no podman needed for these parts
+    bench.args = types.SimpleNamespace(**defaults)
+    bench.env = dict(os.environ)
+    bench.model_dir = str(tmp_path)
+    return bench
+
+
+def test_default_rate_makes_a_cold_read_of_the_model_take_about_a_minute(tmp_path):
+    module = bench_module()
+    bench = bench_for(module, tmp_path)
+    assert bench.model_bytes() / bench.read_bps() == pytest.approx(module.COLD_READ_TARGET_S, rel=1e-6)
+    assert bench_for(module, tmp_path, read_mb_s=1100.0).read_bps() == 1_100_000_000
+    assert bench_for(module, tmp_path, read_mb_s=0.0).read_bps() == 0
+
+
+def test_the_throttled_device_is_the_whole_disk_holding_the_model(tmp_path):
+    # The checkout's disk, where the bench keeps its model folder (.cache/bench-restart).
+    bench = bench_for(bench_module(), tmp_path)
+    bench.model_dir = ROOT
+    source = subprocess.run(["findmnt", "-n", "-o", "SOURCE", "-T", ROOT], capture_output=True, text=True).stdout
+    if not source.startswith("/dev/"):  # overlay, tmpfs, a network file system: said, not guessed
+        with pytest.raises(SystemExit, match="cannot throttle reads: .* not a block device"):
+            bench.model_disk()
+        return
+    disk = bench.model_disk()
+    assert stat.S_ISBLK(os.stat(disk).st_mode)
+    assert not os.path.exists(os.path.join("/sys/class/block", os.path.basename(disk), "partition"))
+
+
+def test_a_bad_rate_is_refused_before_anything_starts(capsys):
+    with pytest.raises(SystemExit) as err:
+        bench_module().main(["--read-mb-s", "nan"])
+    assert err.value.code == 2 and "--read-mb-s must be a finite rate >= 0" in capsys.readouterr().err
