@@ -26,7 +26,7 @@ def test_unit_is_active_and_enabled(host):
 
 @pytest.mark.parametrize("line", [
     "KillMode=control-group", "SyslogIdentifier=sglang-k26-ddtree", "Environment=PYTHONUNBUFFERED=1",
-    "Environment=SGLANG_DG_CACHE_DIR=/var/cache/sglang/deep_gemm", "CPUAccounting=yes", "IOAccounting=yes",
+    'Environment="SGLANG_DG_CACHE_DIR=/var/cache/sglang/deep_gemm"', "CPUAccounting=yes", "IOAccounting=yes",
     "MemoryAccounting=yes", "DevicePolicy=closed", "ProtectSystem=strict", f"EnvironmentFile={ENV_PATH}",
     "    --tp-size 8 \\", "    --speculative-algorithm DFLASH \\", "    --tool-call-parser kimi_k2 \\",
 ])
