@@ -31,9 +31,9 @@ def _scalar(text):
         return text[1:-1].replace("''", "'")
     if text in ("", "~", "null", "Null", "NULL"):
         return None
-    if text in ("true", "True", "TRUE"):
+    if text in ("true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON"):     # YAML 1.1, as PyYAML
         return True
-    if text in ("false", "False", "FALSE"):
+    if text in ("false", "False", "FALSE", "no", "No", "NO", "off", "Off", "OFF"):
         return False
     if _INT.match(text):
         return int(text)
