@@ -5,6 +5,7 @@ machine (connection local): the failing task must belong to the preflight play, 
 second play must never start, and nothing may be reported as changed.
 """
 import json
+import shutil
 import subprocess
 
 import pytest
@@ -62,6 +63,17 @@ def test_bad_variable_fails_in_preflight_before_any_change(inventory, bad_vars, 
     assert message in str(text), found
     assert [p["play"]["name"] for p in result["plays"]] == [PREFLIGHT_PLAY]
     assert all(stats["changed"] == 0 for stats in result["stats"].values())
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine's nvidia-smi would count the GPUs")
+def test_on_a_fresh_host_the_gpus_on_the_pci_bus_check_the_tp_size(inventory):
+    # Extra vars win over the cuda preflight's own count of this machine's PCI bus.
+    returncode, result = run_site(inventory, {"sglang_service_tp_size": 3, "sglang_service_gpu_count": 0,
+                                              "cuda_gpu_pci_count": 8})
+    assert returncode != 0
+    (play, task, text), = failures(result)
+    assert play == PREFLIGHT_PLAY and task.endswith("Check the TP size divides the GPU count"), task
+    assert "sglang_service_tp_size (3) must divide the GPU count (8, from NVIDIA GPUs on the PCI bus)" in str(text)
 
 
 def test_good_variables_pass_every_variable_check(inventory):
