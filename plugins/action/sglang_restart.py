@@ -27,7 +27,7 @@ ARGUMENT_SPEC = {
     "unit": {"type": "str", "default": "sglang-k26-ddtree"},
     "port": {"type": "int", "default": 30001},
     "host": {"type": "str", "default": "127.0.0.1"},
-    "api_key_env_file": {"type": "path"},
+    "api_key_file": {"type": "path"},
     "poll_s": {"type": "float", "default": 5.0},
     "max_attempts": {"type": "int", "default": 3},
     "start_timeout_s": {"type": "float", "default": 7200.0},

@@ -1,5 +1,6 @@
 """The server's HTTP state: GET /health and a one-token /v1/completions, with timeouts.
-The API key is read on the host from the unit's EnvironmentFile and only ever sent."""
+The API key is read on the host from the server's --config file (api_key_config) and
+only ever sent."""
 import json
 import socket
 import time
@@ -12,37 +13,6 @@ TIMEOUT = "timeout"
 def _is_timeout(exc):
     reason = getattr(exc, "reason", exc)
     return isinstance(reason, (socket.timeout, TimeoutError)) or "timed out" in str(reason)
-
-
-def parse_env_file(text):
-    """KEY=VALUE lines as systemd's EnvironmentFile= reads them: comments, quotes.
-    systemd ignores `export KEY=...` lines ("Ignoring invalid environment assignment"),
-    so the server never sees such a key and neither do we."""
-    env = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line[0] in "#;":
-            continue
-        key, sep, value = line.partition("=")
-        if not sep or not key.strip().replace("_", "a").isalnum():
-            continue
-        value = value.strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-            value = value[1:-1]
-        env[key.strip()] = value
-    return env
-
-
-def read_api_key(env_file, key_name="SGLANG_API_KEY"):
-    """(key or None, reason or None). A missing file or key means no auth header."""
-    if not env_file:
-        return None, None
-    try:
-        with open(env_file) as f:
-            env = parse_env_file(f.read())
-    except OSError as e:
-        return None, "environment file unreadable: %s" % e.strerror
-    return env.get(key_name) or None, None
 
 
 def get_health(base_url, timeout_s=3.0):

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils import (
-    cgroup, http_check, journal_reader, logfile_reader, nvidia_smi, procfs, pyspy, systemd_unit)
+    api_key_config, cgroup, http_check, journal_reader, logfile_reader, nvidia_smi, procfs, pyspy, systemd_unit)
 
 
 @dataclass
@@ -22,8 +22,7 @@ class ProbeRequest:
     model: str = "default"
     completion: str = "auto"       # auto (once /health is 200) | always | never
     api_key: object = None
-    api_key_env_file: object = None
-    api_key_name: str = "SGLANG_API_KEY"
+    api_key_file: object = None    # the server's --config YAML holding the key
     stacks: bool = False
     venv_bin: object = None
     nvidia_smi: str = "nvidia-smi"
@@ -113,7 +112,7 @@ def _read_http(req, missing):
     if req.completion == "always" or (req.completion == "auto" and health == 200):
         key = req.api_key
         if not key:
-            key, why = http_check.read_api_key(req.api_key_env_file, req.api_key_name)
+            key, why = api_key_config.read_api_key(req.api_key_file)
             if why:
                 missing["api_key"] = why
         completion = http_check.post_completion(req.base_url, req.model, key,

@@ -8,17 +8,22 @@ import re
 
 REDACTED = "<redacted>"
 
-# Each pattern keeps group 1 (the label) and replaces the rest of the match.
+# A quoted value as Python's repr or JSON prints it: either quote, backslash escapes inside.
+_QUOTED = r"""'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*\""""
+
+# Each pattern keeps group 1 (the label) and replaces the rest of the match. An unquoted
+# value runs on past spaces (a key may hold them) up to the next flag or the line end.
 _PATTERNS = (
-    # --api-key sk-xxx, --api-key=sk-xxx, --api_key 'x'
-    re.compile(r"(--api[-_]key(?:=|\s+))(?:'[^']*'|\"[^\"]*\"|\S+)", re.IGNORECASE),
-    # Authorization: Bearer xxx / "Bearer xxx" anywhere
-    re.compile(r"(\bBearer\s+)[A-Za-z0-9._~+/=\-]+", re.IGNORECASE),
-    # api_key='x' / "api_key": "x" / api_key=x / SGLANG_API_KEY=x / HF_TOKEN=x / password: x
+    # --api-key sk-xxx, --api-key=sk-xxx, --api_key 'x y', --api-key my key --port 1
+    re.compile(r"(--api[-_]key(?:=|[ \t]+))(?:%s|[^\n]*?(?=[ \t]+--|$))" % _QUOTED, re.IGNORECASE | re.MULTILINE),
+    # Authorization: Bearer xxx / "Bearer xxx" anywhere: the key may hold quotes and spaces,
+    # so everything to the line end goes
+    re.compile(r"(\bBearer[ \t]+)[^\n]+", re.IGNORECASE),
+    # api_key='x' / 'api_key': "it's" / "api_key": "x" / api_key=x / SGLANG_API_KEY=x / HF_TOKEN=x / password: x
     # (not a bare "token": SGLang logs "#new-token: 12" on every batch)
     re.compile(r"""((?:\b|_)(?:api[-_]?key|access[-_]?token|auth[-_]?token|hf[-_]?token|bearer[-_]?token|"""
                r"""secret|password)"""
-               r"""['"]?\s*[:=]\s*)(?:'[^']*'|"[^"]*"|[^\s,)}\]]+)""", re.IGNORECASE),
+               r"""['"]?[ \t]*[:=][ \t]*)(?:%s|[^\n,)}\]]+)""" % _QUOTED, re.IGNORECASE),
     # bare OpenAI-style keys
     re.compile(r"(\b)sk-[A-Za-z0-9_\-]{8,}"),
 )

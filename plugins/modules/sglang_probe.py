@@ -68,13 +68,11 @@ options:
     type: str
     choices: [auto, always, never]
     default: auto
-  api_key_env_file:
-    description: EnvironmentFile of the unit holding the API key; read on the target, never returned.
+  api_key_file:
+    description:
+      - The server's C(--config) YAML file holding the API key (its C(api-key) line, as the
+        sglang_service role writes it); read on the target, never returned.
     type: path
-  api_key_name:
-    description: Variable in I(api_key_env_file) holding the key.
-    type: str
-    default: SGLANG_API_KEY
   api_key:
     description: The API key itself, when it is not in a file on the target. Never returned.
     type: str
@@ -128,7 +126,7 @@ EXAMPLES = r"""
     unit: sglang-k26-ddtree
     port: 30001
     model: kimi-k2.6
-    api_key_env_file: /etc/sglang/sglang-k26-ddtree.env
+    api_key_file: /etc/sglang/sglang-k26-ddtree.yaml
   register: probe
 
 - name: Next observation, journal from where the last one stopped, with stacks
@@ -195,8 +193,7 @@ ARGUMENT_SPEC = dict(
     port=dict(type="int"),
     model=dict(type="str", default="default", aliases=["completion_model"]),
     completion=dict(type="str", choices=["auto", "always", "never"], default="auto"),
-    api_key_env_file=dict(type="path"),
-    api_key_name=dict(type="str", default="SGLANG_API_KEY"),
+    api_key_file=dict(type="path"),
     api_key=dict(type="str", no_log=True),
     stacks=dict(type="bool", default=False, aliases=["want_stacks"]),
     venv_bin=dict(type="path"),
@@ -222,8 +219,8 @@ def request_from_params(p):
     return ProbeRequest(
         unit=p["unit"], pid=p["pid"], cursor=p["cursor"], since_epoch_s=p["since"],
         log_file=p["log_file"], base_url=base_url(p), model=p["model"],
-        completion=p["completion"], api_key=p["api_key"], api_key_env_file=p["api_key_env_file"],
-        api_key_name=p["api_key_name"], stacks=p["stacks"], venv_bin=p["venv_bin"],
+        completion=p["completion"], api_key=p["api_key"], api_key_file=p["api_key_file"],
+        stacks=p["stacks"], venv_bin=p["venv_bin"],
         nvidia_smi=p["nvidia_smi"], gpu_timeout_s=p["gpu_timeout_s"],
         http_timeout_s=p["http_timeout_s"], completion_timeout_s=p["completion_timeout_s"],
         command_timeout_s=p["command_timeout_s"], pyspy_timeout_s=p["pyspy_timeout_s"],

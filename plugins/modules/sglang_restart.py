@@ -56,10 +56,11 @@ options:
     description: Address the probe uses on the target to reach the API.
     type: str
     default: 127.0.0.1
-  api_key_env_file:
+  api_key_file:
     description:
-      - EnvironmentFile on the target holding C(SGLANG_API_KEY). The probe reads the key
-        there; it never travels to the controller, and never appears in output or traces.
+      - The server's C(--config) YAML file on the target holding the API key (its C(api-key)
+        line). The probe reads the key there; it never travels to the controller, and never
+        appears in output or traces.
     type: path
   poll_s:
     description: Seconds between observations.
@@ -158,7 +159,7 @@ EXAMPLES = r"""
   sglang_ops.serving.sglang_restart:
     unit: sglang-k26-ddtree
     port: 30001
-    api_key_env_file: /etc/sglang/sglang-k26-ddtree.env
+    api_key_file: /etc/sglang/sglang-k26-ddtree.yaml
   register: restart
 
 - name: Restart quickly on a small test host, killing leftovers from a crashed run

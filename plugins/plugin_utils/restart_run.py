@@ -150,8 +150,8 @@ class RestartProcedure:
                        "stacks": bool(want_stacks), "completion": "auto", "model": a["completion_model"]}
         if cursor is not None:
             module_args["cursor"] = cursor
-        if a.get("api_key_env_file"):
-            module_args["api_key_env_file"] = a["api_key_env_file"]
+        if a.get("api_key_file"):
+            module_args["api_key_file"] = a["api_key_file"]
         if since_epoch_s is not None:
             module_args["since"] = since_epoch_s
         if self.venv:

@@ -1,11 +1,12 @@
 """sglang_probe against the running stand-in unit: one observation in check mode."""
+import json
 import shlex
 
 from sglang_checks import journal, wait_ready
 
 UNIT = "sglang-k26-ddtree"
 PORT = 30001
-ENV_FILE = "/etc/sglang/sglang-k26-ddtree.env"
+CONFIG_FILE = "/etc/sglang/sglang-k26-ddtree.yaml"
 
 
 def probe(host, **args):
@@ -16,7 +17,7 @@ def probe(host, **args):
 
 def test_probe_sees_the_ready_unit_its_ranks_gpus_and_a_completion(host):
     wait_ready(host, UNIT, PORT)
-    res = probe(host, unit=UNIT, port=PORT, api_key_env_file=ENV_FILE)
+    res = probe(host, unit=UNIT, port=PORT, api_key_file=CONFIG_FILE)
     assert res["changed"] is False
     obs = res["observation"]
     assert obs["unit"]["active"] == "active" and obs["unit"]["main_pid"], res
@@ -30,9 +31,9 @@ def test_probe_sees_the_ready_unit_its_ranks_gpus_and_a_completion(host):
 
 
 def test_probe_never_returns_the_api_key(host):
-    key_line = host.file(ENV_FILE).content_string
-    key = key_line.split("SGLANG_API_KEY=", 1)[1].split("\n", 1)[0].strip().strip('"')
-    res = probe(host, unit=UNIT, port=PORT, api_key_env_file=ENV_FILE)
+    text = host.file(CONFIG_FILE).content_string
+    key = json.loads(text.split("\napi-key:", 1)[1].split("\n", 1)[0])
+    res = probe(host, unit=UNIT, port=PORT, api_key_file=CONFIG_FILE)
     assert key and key not in repr(res)
 
 

@@ -6,7 +6,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import http_check
+from ansible_collections.sglang_ops.serving.plugins.module_utils import api_key_config, http_check
 
 
 class _Server:
@@ -84,16 +84,19 @@ def test_listening_but_silent_server_is_timeout():
         s.close()
 
 
-def test_completion_sends_the_key_from_the_environment_file_as_bearer(server, tmp_path):
-    env = tmp_path / "unit.env"
-    env.write_text("# the unit's environment\nSGLANG_API_KEY=\"s3cret\"\nOTHER=1\n")
-    key, why = http_check.read_api_key(str(env))
-    assert (key, why) == ("s3cret", None)
-    srv = server(key="s3cret")
+HOSTILE_KEY = "k$y with \"quotes\", 'single', \\ and `ticks` %n #no: comment"
+
+
+def test_completion_sends_the_key_from_the_config_file_as_bearer(server, tmp_path):
+    config = tmp_path / "unit.yaml"
+    config.write_text("# SGLang --config\n" + api_key_config.render(HOSTILE_KEY) + "\n")
+    key, why = api_key_config.read_api_key(str(config))
+    assert (key, why) == (HOSTILE_KEY, None)
+    srv = server(key=HOSTILE_KEY)
     res = http_check.post_completion(srv.url, "m", key, timeout_s=5.0)
     assert res["ok"] is True and res["status"] == 200 and res["ms"] >= 0
-    assert srv.seen_auth == ["Bearer s3cret"]
-    assert "s3cret" not in json.dumps(res)
+    assert srv.seen_auth == ["Bearer " + HOSTILE_KEY]
+    assert HOSTILE_KEY not in json.dumps(res)
 
 
 def test_completion_without_the_right_key_is_not_ok(server):
@@ -101,11 +104,6 @@ def test_completion_without_the_right_key_is_not_ok(server):
     assert res["ok"] is False and res["status"] == 401
 
 
-def test_export_lines_are_ignored_as_systemd_ignores_them():
-    # Seen on Debian 12: "Ignoring invalid environment assignment 'export SGLANG_API_KEY=...'".
-    assert http_check.parse_env_file("export SGLANG_API_KEY=a\nB='b c'\n") == {"B": "b c"}
-
-
-def test_unreadable_environment_file_gives_a_reason(tmp_path):
-    key, why = http_check.read_api_key(str(tmp_path / "absent.env"))
+def test_unreadable_config_file_gives_a_reason(tmp_path):
+    key, why = api_key_config.read_api_key(str(tmp_path / "absent.yaml"))
     assert key is None and "unreadable" in why

@@ -80,3 +80,27 @@ def test_run_report_redacts_diagnostics_and_run_json_text(tmp_path):
         with open(paths[kind], encoding="utf-8") as fh:
             assert SECRET not in fh.read(), kind
     assert os.path.exists(paths["markdown"])
+
+
+HOSTILE_KEY = "hk-\"q\" 'single' $HOME \\ `id` %n #x: y ;z"
+
+
+@pytest.mark.parametrize("line", [
+    "server_args=%r" % {"model_path": "/m", "api_key": HOSTILE_KEY, "port": 30001},
+    "server_args=ServerArgs(model_path='/m', api_key=%r, port=30001)" % HOSTILE_KEY,
+    "server_args=%s" % json.dumps({"api_key": HOSTILE_KEY, "port": 30001}),
+    "python -m sglang.launch_server --api-key %s --port 30001" % HOSTILE_KEY,
+    "python -m sglang.launch_server --api-key=%s" % HOSTILE_KEY,
+    "Authorization: Bearer %s" % HOSTILE_KEY,
+    "SGLANG_API_KEY=%s" % HOSTILE_KEY,
+])
+def test_a_key_with_quotes_escapes_and_spaces_is_hidden_whole(line):
+    out = redact(line)
+    assert REDACTED in out
+    for piece in ("single", "$HOME", "`id`", "%n", "#x", ";z"):
+        assert piece not in out, (piece, out)
+
+
+def test_what_follows_a_quoted_key_is_kept():
+    out = redact("server_args=%r" % {"api_key": HOSTILE_KEY, "port": 30001})
+    assert out.endswith("'port': 30001}")

@@ -151,7 +151,7 @@ def make_procedure(tmp_path, scripts, host=None, clock=None, probe=None, **overr
         detectors.append(d)
         return d
 
-    args = {"unit": UNIT, "port": 30001, "host": "127.0.0.1", "api_key_env_file": "/etc/sglang/x.env",
+    args = {"unit": UNIT, "port": 30001, "host": "127.0.0.1", "api_key_file": "/etc/sglang/x.yaml",
             "poll_s": 5.0, "max_attempts": 3, "start_timeout_s": 3600.0, "stop_timeout_s": 60.0, "failed_stop_timeout_s": 20.0,
             "release_timeout_s": 30.0, "gpu_idle_mib": 1024, "kill_orphans": False,
             "completion_model": "default", "detector": {}}

@@ -1,6 +1,7 @@
 """Throwaway inventories and ansible-playbook runs for the role tests."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -54,32 +55,83 @@ def write_inventory(directory, hosts, with_role_defaults=False):
     return inventory
 
 
-def render_units(tmp_path, hosts):
-    """Render the unit and env file for each host; returns {host: (unit_text, env_path)}."""
+def run_render(tmp_path, hosts):
+    """ansible-playbook render_unit.yml over `hosts`; (completed run, output folder)."""
     inventory = write_inventory(tmp_path, hosts, with_role_defaults=True)
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     run = subprocess.run(
         [str(ANSIBLE_PLAYBOOK), "-i", str(inventory), str(Path(__file__).parent / "render_unit.yml"),
          "-e", json.dumps({"repo_root": str(ROOT), "out_dir": str(out_dir)})],
-        env=ansible_env(), capture_output=True, text=True, check=False)
+        env=ansible_env(ANSIBLE_STDOUT_CALLBACK="ansible.posix.json"), capture_output=True, text=True, check=False)
+    return run, out_dir
+
+
+def render_units(tmp_path, hosts):
+    """Render the unit and config file for each host; returns {host: (unit_text, config_path)}."""
+    run, out_dir = run_render(tmp_path, hosts)
     assert run.returncode == 0, run.stdout + run.stderr
-    return {name: ((out_dir / f"{name}.service").read_text(), out_dir / f"{name}.env") for name in hosts}
+    return {name: ((out_dir / f"{name}.service").read_text(), out_dir / f"{name}.yaml") for name in hosts}
+
+
+def parse_unit(text):
+    """[(section, key, raw value)] of a unit file read as systemd reads it: a line ends at
+    \\n, \\r or NUL; blank lines and lines starting with # or ; are skipped (inside a
+    continuation too); a line ending in an odd number of backslashes continues on the
+    next with that backslash turned into a space; [Section] headers; key=value."""
+    entries, section, continued = [], None, None
+    for raw in re.split(r"[\r\n\0]", text):
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2 == 1:
+            continued = (continued or "") + line[:-1] + " "
+            continue
+        line, continued = (continued or "") + line, None
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1]
+            continue
+        key, sep, value = line.partition("=")
+        assert sep, "not a key=value line: %r" % line
+        entries.append((section, key.strip(), value.strip()))
+    assert continued is None, "the unit ends inside a continued line"
+    return entries
+
+
+def resolve_specifiers(text):
+    """`%%` -> `%`; any other specifier is an error here (the role never means one)."""
+    out, i = [], 0
+    while i < len(text):
+        if text[i] == "%":
+            assert text[i + 1:i + 2] == "%", "unescaped specifier %r in %r" % (text[i:i + 2], text)
+            out.append("%")
+            i += 2
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def setting(unit_text, section, key):
+    """Every raw value of `key` in `section`, in order."""
+    return [v for s, k, v in parse_unit(unit_text) if (s, k) == (section, key)]
 
 
 def exec_start_argv(unit_text):
     """ExecStart= of a unit as the argument vector systemd hands to execve."""
-    lines = unit_text.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("ExecStart="))
-    joined = ""
-    for line in lines[start:]:
-        if line.endswith("\\"):
-            joined += line[:-1] + " "
-        else:
-            joined += line
-            break
-    argv = systemd_split(joined[len("ExecStart="):])
-    return [arg.replace("$$", "$").replace("%%", "%") for arg in argv]
+    (raw,) = setting(unit_text, "Service", "ExecStart")
+    return [arg.replace("$$", "$") for arg in systemd_split(resolve_specifiers(raw))]
+
+
+def environment(unit_text):
+    """The Environment= assignments of a unit as systemd sets them."""
+    env = {}
+    for raw in setting(unit_text, "Service", "Environment"):
+        for word in systemd_split(resolve_specifiers(raw)):
+            name, _, value = word.partition("=")
+            env[name] = value
+    return env
 
 
 _ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", "'": "'", '"': '"', " ": " "}

@@ -5,6 +5,7 @@ machine (connection local): the failing task must belong to the preflight play, 
 second play must never start, and nothing may be reported as changed.
 """
 import json
+import shutil
 import subprocess
 
 import pytest
@@ -68,6 +69,17 @@ def test_bad_variable_fails_in_preflight_before_any_change(inventory, bad_vars, 
     assert all(stats["changed"] == 0 for stats in result["stats"].values())
 
 
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine's nvidia-smi would count the GPUs")
+def test_on_a_fresh_host_the_gpus_on_the_pci_bus_check_the_tp_size(inventory):
+    # Extra vars win over the cuda preflight's own count of this machine's PCI bus.
+    returncode, result = run_site(inventory, {"sglang_service_tp_size": 3, "sglang_service_gpu_count": 0,
+                                              "cuda_gpu_pci_count": 8})
+    assert returncode != 0
+    (play, task, text), = failures(result)
+    assert play == PREFLIGHT_PLAY and task.endswith("Check the TP size divides the GPU count"), task
+    assert "sglang_service_tp_size (3) must divide the GPU count (8, from NVIDIA GPUs on the PCI bus)" in str(text)
+
+
 def test_good_variables_pass_every_variable_check(inventory):
     returncode, result = run_site(inventory, {}, "--tags", "preflight")
     found = failures(result)
@@ -87,3 +99,79 @@ def test_extra_args_of_flags_and_flag_lists_pass(inventory):
     assert any(task["task"]["name"].endswith(": Check the extra arguments are strings or lists of strings")
                and not task["hosts"]["preflight-host"].get("failed")
                for play in result["plays"] for task in play["tasks"]), "extra_args check did not run"
+
+
+INJECTION = "\nExecStartPre=+/bin/sh -c 'id > /tmp/pwned'"
+SECRET_PART = "sk-hostile-key-5f2c9a"
+
+# host -> (variables, what the failure message must say). One ansible-playbook run checks all.
+UNSAFE_VALUES = {
+    "extra-env-name": ({"sglang_service_extra_env": {"X" + INJECTION: "1"}}, "sglang_service_extra_env key"),
+    "extra-env-value": ({"sglang_service_extra_env": {"X": "1" + INJECTION}},
+                        "sglang_service_extra_env['X'] holds the control character '\\n'"),
+    "env-name": ({"sglang_service_extra_env": {"NOT-A-NAME": "1"}}, "take variable names"),
+    "limit-nofile": ({"sglang_service_limit_nofile": "1048576" + INJECTION}, "sglang_service_limit_nofile holds"),
+    "limit-memlock": ({"sglang_service_limit_memlock": "lots"}, "sglang_service_limit_memlock a size"),
+    "device-allow": ({"sglang_service_device_allow": ["/dev/nvidiactl rw" + INJECTION]},
+                     "sglang_service_device_allow[0] holds"),
+    "syscall-filter": ({"sglang_service_system_call_filter": ["@system-service" + INJECTION]},
+                       "sglang_service_system_call_filter[0] holds"),
+    "runtime-directory": ({"sglang_service_runtime_directory": "run" + INJECTION},
+                          "sglang_service_runtime_directory holds"),
+    "served-model-name": ({"sglang_service_served_model_name": "kimi" + INJECTION},
+                          "sglang_service_served_model_name holds"),
+    "extra-args": ({"sglang_service_extra_args": [["--chat-template", "x\\"]]}, "ends with a backslash"),
+    "state-dir": ({"sglang_service_state_dir": "/var/lib/sg lang"}, "sglang_service_state_dir and"),
+    "api-key-newline": ({"vault_sglang_api_key": SECRET_PART + "\nsecond line"},
+                        "sglang_service_api_key holds the character \\n"),
+    "api-key-dash": ({"vault_sglang_api_key": "-" + SECRET_PART}, "sglang_service_api_key starts with '-'"),
+    "api-key-unicode": ({"vault_sglang_api_key": SECRET_PART + "\u00e9"}, "sglang_service_api_key holds the character U+00E9"),
+}
+
+
+def test_values_that_could_inject_into_the_unit_fail_in_preflight_naming_the_variable(tmp_path):
+    base = dict(group_vars("production"), vault_sglang_api_key=TEST_API_KEY)
+    hosts = {name: dict(base, **variables) for name, (variables, _) in UNSAFE_VALUES.items()}
+    inventory = write_inventory(tmp_path, hosts)
+    run = subprocess.run(
+        [str(ANSIBLE_PLAYBOOK), "-i", str(inventory), str(ROOT / "playbooks" / "site.yml"), "--check"],
+        env=ansible_env(ANSIBLE_STDOUT_CALLBACK="ansible.posix.json"), capture_output=True, text=True, check=False)
+    result = json.loads(run.stdout[run.stdout.index("{"):])
+    assert run.returncode != 0
+    assert [p["play"]["name"] for p in result["plays"]] == [PREFLIGHT_PLAY]
+    assert all(stats["changed"] == 0 for stats in result["stats"].values())
+    failed = {}
+    for play in result["plays"]:
+        for task in play["tasks"]:
+            for host, host_result in task["hosts"].items():
+                if host_result.get("failed"):
+                    failed.setdefault(host, []).append(str(host_result.get("msg", "")))
+    for name, (_, message) in UNSAFE_VALUES.items():
+        assert len(failed.get(name, [])) == 1, (name, failed.get(name))
+        assert message in failed[name][0], (name, failed[name])
+    assert SECRET_PART not in run.stdout + run.stderr
+
+
+def test_a_missing_model_folder_stops_the_first_play_before_any_install(tmp_path):
+    """A real (not check-mode) run of the preflight plays only: the folder check runs
+    before the roles, unless an earlier role's post-install command creates the folder."""
+    base = dict(group_vars("production"), vault_sglang_api_key=TEST_API_KEY,
+                sglang_service_model_path=str(tmp_path / "absent-model"))
+    creates = dict(base, sglang_post_install_commands=[
+        {"argv": ["true"], "creates": str(tmp_path / "absent-model" / "config.json")}])
+    inventory = write_inventory(tmp_path / "inv", {"no-model": base, "model-made-later": creates})
+    run = subprocess.run(
+        [str(ANSIBLE_PLAYBOOK), "-i", str(inventory), str(ROOT / "playbooks" / "site.yml"), "--tags", "preflight"],
+        env=ansible_env(ANSIBLE_STDOUT_CALLBACK="ansible.posix.json"), capture_output=True, text=True, check=False)
+    result = json.loads(run.stdout[run.stdout.index("{"):])
+    failed = {}
+    for play in result["plays"]:
+        for task in play["tasks"]:
+            for host, host_result in task["hosts"].items():
+                if host_result.get("failed"):
+                    failed.setdefault(host, []).append((play["play"]["name"], task["task"]["name"], host_result.get("msg")))
+    assert [(p, t.split(": ")[-1]) for p, t, _ in failed["no-model"]] == [
+        (PREFLIGHT_PLAY, "Stop when the model folder is missing")], failed
+    assert "absent-model' is not a folder" in str(failed["no-model"][0][2])
+    # This machine may not boot systemd; that host check is the only one allowed to fail here.
+    assert all(t.endswith("Check systemd is the init system") for _, t, _ in failed.get("model-made-later", [])), failed

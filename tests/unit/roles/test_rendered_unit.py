@@ -1,13 +1,16 @@
 """The sglang_service unit as rendered for the production and demo inventories,
 and its flags parsed by the real pinned SGLang."""
+import json
 import re
 import stat
 
 import pytest
 
-from conftest import TEST_API_KEY, group_vars, parse_with_real_sglang, render_units, server_flags
+from conftest import (TEST_API_KEY, exec_start_argv, group_vars, parse_with_real_sglang, render_units,
+                      server_flags)
 
 PRODUCTION_EXTRA = {"vault_sglang_api_key": TEST_API_KEY}
+HOSTILE_KEY = "k$y with \"quotes\", 'single', \\ and `ticks` %n #no: comment ${HOME}"
 
 
 @pytest.fixture(scope="module")
@@ -16,14 +19,25 @@ def units(tmp_path_factory):
     demo = group_vars("demo")
     renamed_flag = dict(production, sglang_service_extra_args=[["--cuda-graph-max-bs", "8"]])
     quoting = dict(production, sglang_service_extra_args=[["--chat-template", "/etc/sglang/it's 100%.jinja"]],
-                   sglang_service_api_key="k$y with \"quotes\" and \\ and `ticks`")
+                   sglang_service_api_key=HOSTILE_KEY)
+    demo_no_key = dict(demo, sglang_service_api_key="")
     return render_units(tmp_path_factory.mktemp("render"), {
-        "production": production, "demo": demo, "renamed-flag": renamed_flag, "quoting": quoting})
+        "production": production, "demo": demo, "renamed-flag": renamed_flag, "quoting": quoting,
+        "demo-no-key": demo_no_key})
+
+
+def local_flags(rendered):
+    """The server flags of a rendered unit, --config pointing at the rendered file here."""
+    unit, config_path = rendered
+    flags = server_flags(unit)
+    if "--config" in flags:
+        flags[flags.index("--config") + 1] = str(config_path)
+    return flags
 
 
 def test_production_flags_pass_the_real_sglang_parser(units, real_sglang_python):
-    flags = server_flags(units["production"][0])
-    run = parse_with_real_sglang(real_sglang_python, flags + ["--api-key", "x"])
+    flags = local_flags(units["production"])
+    run = parse_with_real_sglang(real_sglang_python, flags)
     assert run.returncode == 0, run.stderr[-2000:]
     import json
     parsed = json.loads(run.stdout)["args"]
@@ -33,15 +47,16 @@ def test_production_flags_pass_the_real_sglang_parser(units, real_sglang_python)
     assert parsed["tool_call_parser"] == "kimi_k2" and parsed["reasoning_parser"] == "kimi_k2"
     assert json.loads(parsed["model_loader_extra_config"]) == {"enable_multithread_load": True, "num_threads": 64}
     assert parsed["kv_cache_dtype"] == "fp8_e4m3"
+    assert parsed["api_key"] == TEST_API_KEY
 
 
 def test_demo_flags_pass_the_real_sglang_parser(units, real_sglang_python):
-    run = parse_with_real_sglang(real_sglang_python, server_flags(units["demo"][0]))
+    run = parse_with_real_sglang(real_sglang_python, local_flags(units["demo"]))
     assert run.returncode == 0, run.stderr[-2000:]
 
 
 def test_real_parser_rejects_a_flag_the_pinned_release_renamed(units, real_sglang_python):
-    flags = server_flags(units["renamed-flag"][0])
+    flags = local_flags(units["renamed-flag"])
     assert "--cuda-graph-max-bs" in flags
     run = parse_with_real_sglang(real_sglang_python, flags)
     assert run.returncode == 2
@@ -55,24 +70,33 @@ def test_every_server_flag_starts_its_own_line(units):
         assert re.match(r"^    --[a-z0-9-]+( \S.*)?$", line.rstrip(" \\")), line
 
 
-def test_api_key_is_only_in_the_environment_file(units):
-    unit, env_path = units["production"]
+def test_api_key_is_only_in_the_config_file(units):
+    unit, config_path = units["production"]
     assert TEST_API_KEY not in unit
-    assert f'SGLANG_API_KEY="{TEST_API_KEY}"' in env_path.read_text()
-    assert stat.S_IMODE(env_path.stat().st_mode) == 0o600
-    assert f"EnvironmentFile=/etc/sglang/sglang-k26-ddtree.env" in unit
+    assert config_path.read_text().splitlines()[-1] == f'api-key: "{TEST_API_KEY}"'
+    assert stat.S_IMODE(config_path.stat().st_mode) == 0o600
+    assert "EnvironmentFile=" not in unit
 
 
-def test_api_key_reaches_the_server_through_bash_not_execstart(units):
-    argv = server_flags(units["production"][0])
-    assert "--api-key" not in argv
-    script = units["production"][0].split("ExecStart=", 1)[1].split("\n", 1)[0]
-    assert '${SGLANG_API_KEY:+--api-key "$SGLANG_API_KEY"}' in script.replace("$$", "$")
+def test_api_key_reaches_the_server_through_its_config_file_not_argv(units):
+    argv = exec_start_argv(units["production"][0])
+    assert not any("api-key" in arg or "API_KEY" in arg for arg in argv)
+    flags = server_flags(units["production"][0])
+    assert flags[:2] == ["--config", "/etc/sglang/sglang-k26-ddtree.yaml"]
 
 
-def test_environment_file_escapes_a_key_with_shell_characters(units):
-    text = units["quoting"][1].read_text()
-    assert 'SGLANG_API_KEY="k\\$y with \\"quotes\\" and \\\\ and \\`ticks\\`"' in text
+def test_without_an_api_key_there_is_no_config_file(units):
+    unit, config_path = units["demo-no-key"]
+    assert "--config" not in server_flags(unit)
+    assert not config_path.exists()
+
+
+def test_real_parser_reads_a_hostile_key_back_from_the_config_file(units, real_sglang_python):
+    unit = units["quoting"][0]
+    run = parse_with_real_sglang(real_sglang_python, local_flags(units["quoting"]))
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert json.loads(run.stdout)["args"]["api_key"] == HOSTILE_KEY
+    assert HOSTILE_KEY not in unit
 
 
 def test_values_with_quotes_and_percent_survive_systemd_parsing(units):
@@ -81,10 +105,11 @@ def test_values_with_quotes_and_percent_survive_systemd_parsing(units):
 
 
 def test_server_runs_as_exec_of_bash_so_it_stays_main_pid(units):
-    argv = __import__("conftest").exec_start_argv(units["production"][0])
+    argv = exec_start_argv(units["production"][0])
     assert argv[:2] == ["/bin/bash", "-c"]
     assert argv[2].startswith('exec "$0" "$@"')
-    assert "> >(exec /usr/local/libexec/sglang-ops/sglang-log-filter) 2>&1" in argv[2]
+    assert ('> >(exec "$0" -I /usr/local/libexec/sglang-ops/sglang-log-filter /etc/sglang/sglang-k26-ddtree.yaml) 2>&1'
+            in argv[2])
     assert argv[3:6] == ["/opt/sglang/venv/bin/python", "-m", "sglang.launch_server"]
 
 
@@ -92,11 +117,11 @@ def test_server_runs_as_exec_of_bash_so_it_stays_main_pid(units):
     "KillMode=control-group", "TimeoutStopSec=120", "Restart=always", "RestartSec=30",
     "StartLimitBurst=3", "StartLimitIntervalSec=3600", "CPUAccounting=yes", "IOAccounting=yes",
     "MemoryAccounting=yes", "Environment=PYTHONUNBUFFERED=1", "SyslogIdentifier=sglang-k26-ddtree",
-    "Environment=SGLANG_CACHE_DIR=/var/cache/sglang/sglang",
-    "Environment=SGLANG_DG_CACHE_DIR=/var/cache/sglang/deep_gemm",
-    "Environment=TRITON_CACHE_DIR=/var/cache/sglang/triton",
-    "Environment=TORCHINDUCTOR_CACHE_DIR=/var/cache/sglang/inductor",
-    "Environment=NCCL_DEBUG=WARN", "DevicePolicy=closed", "DeviceAllow=char-nvidia-frontend rw",
+    'Environment="SGLANG_CACHE_DIR=/var/cache/sglang/sglang"',
+    'Environment="SGLANG_DG_CACHE_DIR=/var/cache/sglang/deep_gemm"',
+    'Environment="TRITON_CACHE_DIR=/var/cache/sglang/triton"',
+    'Environment="TORCHINDUCTOR_CACHE_DIR=/var/cache/sglang/inductor"',
+    'Environment="NCCL_DEBUG=WARN"', "DevicePolicy=closed", "DeviceAllow=char-nvidia-frontend rw",
     "DeviceAllow=/dev/nvidiactl rw", "DeviceAllow=char-nvidia-uvm rw", "ProtectSystem=strict",
     "NoNewPrivileges=yes", "LimitMEMLOCK=infinity",
 ])

@@ -186,3 +186,58 @@ def test_wheel_installs_offline_into_a_venv_and_serves(tmp_path, base_env, model
     finally:
         server.kill()
     wait_until(lambda: not server.group_pids(), timeout=10, what="venv server gone")
+
+
+def _config_merge(argv):
+    from sglang.srt.server_args import parse_args
+    return parse_args(argv)
+
+
+def test_config_file_options_are_merged_and_the_command_line_wins(tmp_path, model_dir):
+    config = tmp_path / "server.yaml"
+    config.write_text('# comment\napi-key: "k\\"ey $x"\nport: 31999\nenable-metrics: true\n'
+                      'trust-remote-code: false\nkv-cache-dtype: fp8_e4m3\n')
+    args = _config_merge(["--model-path", model_dir, "--config", str(config), "--port", "31001"])
+    assert args.api_key == 'k"ey $x'
+    assert args.port == 31001
+    assert args.enable_metrics is True and args.trust_remote_code is False
+    assert args.kv_cache_dtype == "fp8_e4m3"
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("server.json", "api-key: x\n", "Config file must be YAML format, got: .json"),
+    ("absent.yaml", None, "Config file not found"),
+    ("list.yml", "- a\n- b\n", "Config file must contain a dictionary at root level"),
+])
+def test_config_files_0523_refuses_are_refused(tmp_path, model_dir, name, content, message):
+    path = tmp_path / name
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        _config_merge(["--model-path", model_dir, "--config", str(path)])
+
+
+def test_only_one_config_file_is_taken(tmp_path, model_dir):
+    (tmp_path / "a.yaml").write_text("port: 1\n")
+    with pytest.raises(ValueError, match="Only one allowed"):
+        _config_merge(["--model-path", model_dir, "--config", str(tmp_path / "a.yaml"), "--config",
+                       str(tmp_path / "a.yaml")])
+
+
+def test_server_prints_the_key_from_the_config_file_in_repr_form_as_0523_does(launch, tmp_path):
+    key = "k'ey \"q\" \\ $x"
+    config = tmp_path / "server.yaml"
+    config.write_text("api-key: %s\n" % json.dumps(key))
+    s = launch("--config", str(config))
+    s.wait_ready()
+    assert "'api_key': %r" % key in s.output()
+    assert s.http("/v1/completions", "POST", {"prompt": "hi", "max_tokens": 1}, key=key)[0] == 200
+    assert s.http("/v1/completions", "POST", {"prompt": "hi", "max_tokens": 1})[0] == 401
+
+
+def test_without_pyyaml_a_flat_mapping_reads_as_pyyaml_reads_it():
+    import yaml
+    from sglang.srt.utils.server_args_config_parser import _load_flat_yaml
+    text = ('# SGLang --config\napi-key: "k\\"ey \'s\' \\\\ `x` $y %n #z: w"\nport: 30001\nratio: 0.5\n'
+            "name: 'it''s'\nplain: word  # comment\nflag: true\ndisabled: off\nnothing: null\nitems: [1, 2]\n")
+    assert _load_flat_yaml(text) == yaml.safe_load(text)

@@ -109,8 +109,15 @@ def make_parser(prog="launch_server.py"):
     a("--tool-call-parser", type=str, default=None)
     a("--reasoning-parser", type=str, default=None)
     a("--enable-lora", action="store_true", default=None)
+    a("--config", type=str, help="Read CLI options from a config file. Must be a YAML file with configuration options.")
     return p
 
 
 def parse_args(argv, prog="launch_server.py"):
-    return make_parser(prog).parse_args(argv)
+    """The server's arguments, a --config YAML file merged in first as 0.5.23's
+    prepare_server_args does (sglang/srt/utils/server_args_config_parser.py)."""
+    parser = make_parser(prog)
+    if "--config" in argv:
+        from sglang.srt.utils.server_args_config_parser import ConfigArgumentMerger
+        argv = ConfigArgumentMerger(parser).merge_config_with_args(argv)
+    return parser.parse_args(argv)
