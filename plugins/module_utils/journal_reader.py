@@ -128,7 +128,7 @@ def read_journal(unit, cursor=None, since_epoch_s=None, max_records=2000, timeou
         if proc.poll() is None:
             _kill_quietly(proc)
         try:
-            _, err = proc.communicate(timeout=1.0)
+            dummy_out, err = proc.communicate(timeout=1.0)
         except subprocess.TimeoutExpired:
             err = b""
     batch = parse_lines(lines, max_records)

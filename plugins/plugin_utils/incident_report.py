@@ -157,4 +157,3 @@ def write_trace_report(trace_path, out_dir, runbook_path=None):
         for obj in [header] + observations:
             fh.write(json.dumps(redact_tree(obj), ensure_ascii=False) + "\n")
     return paths
-
