@@ -94,7 +94,9 @@ options:
     description:
       - Controller folder for traces, diagnostics, run.json and reports
         (C(<artifacts_dir>/<inventory_hostname>/<UTC stamp>/)).
-      - Default C(artifacts/) in the repository root (the parent of the playbooks folder).
+      - Default C(artifacts/) in the repository root (the parent of the playbooks folder);
+        for a playbook of an installed collection (C(ansible-playbook sglang_ops.serving.restart)),
+        C(artifacts/) in the current directory.
     type: path
   detector:
     description: Detector settings overrides (names in docs/detector.md); unknown names fail before anything changes.

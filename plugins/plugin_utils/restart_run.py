@@ -27,10 +27,14 @@ class RemoteStepFailed(Exception):
 
 
 def default_artifacts_root(playbook_dir):
-    """artifacts/ beside playbooks/ (the repository root), or beside a root-level playbook."""
+    """artifacts/ beside playbooks/ (the repository root), or beside a root-level playbook.
+    A playbook of an installed collection (ansible-playbook sglang_ops.serving.restart)
+    writes to artifacts/ in the current directory, never into the collection's folder."""
     base = os.path.abspath(playbook_dir or os.getcwd())
     if os.path.basename(base) == "playbooks":
         base = os.path.dirname(base)
+        if os.path.basename(os.path.dirname(os.path.dirname(base))) == "ansible_collections":
+            base = os.getcwd()
     return os.path.join(base, "artifacts")
 
 
