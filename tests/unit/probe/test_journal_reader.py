@@ -11,9 +11,9 @@ LINES = data("journalctl-json-tqdm-blob.jsonl").splitlines()
 
 def test_blob_record_decodes_to_frames_separated_by_carriage_returns():
     batch = journal_reader.parse_lines(LINES, max_records=100)
-    bar = [r.msg for r in batch.records if "Loading safetensors" in r.msg]
-    assert len(bar) == 1
-    frames = bar[0].split("\r")
+    bar_records = [r.msg for r in batch.records if "Loading safetensors" in r.msg]
+    assert len(bar_records) == 1
+    frames = bar_records[0].split("\r")
     assert frames[0] == "" and len(frames) == 6
     assert frames[-1].startswith("Loading safetensors checkpoint shards: 100% Completed | 4/4")
 
