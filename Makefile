@@ -8,12 +8,13 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 # Molecule scenarios run by `make test`, in this order.
 MOLECULE_SCENARIOS ?= default restart
 
-.PHONY: help venv podman image unit detector lint molecule test demo bench bench-restart clean
+.PHONY: help venv podman image unit detector lint collection sanity units molecule test demo bench bench-restart clean
 
 help:
 	@echo "make demo           restart the local demo host with an injected stall (README)"
-	@echo "make test           unit tests, the detector over every trace, ansible-lint and the Molecule scenarios (README)"
+	@echo "make test           unit tests, the detector over every trace, ansible-lint, the collection checks and the Molecule scenarios (README)"
 	@echo "make detector       the detector on every labelled trace, as recorded and perturbed (fails on any miss)"
+	@echo "make collection     build the collection tarball and list what is inside"
 	@echo "make bench          detector benchmark on the trace corpus, beside the reference watchers, and perturbed"
 	@echo "make bench-restart  restart downtime, cold page cache against prewarmed"
 
@@ -44,6 +45,17 @@ detector: venv
 lint: venv
 	$(VENV)/bin/ansible-lint
 
+# The collection as users install it (bin/collection): the tarball, then ansible-test
+# on a copy installed from it into an empty collections path.
+collection: venv
+	bin/collection build
+
+sanity: collection
+	bin/collection sanity
+
+units: collection
+	bin/collection units
+
 # Every scenario builds on the shared base .config/molecule/config.yml (molecule/README.md).
 molecule: venv image
 	@set -e; . bin/podman-env; for s in $(MOLECULE_SCENARIOS); do \
@@ -52,7 +64,7 @@ molecule: venv image
 	  echo "== molecule test -s $$s passed in $$((SECONDS - start)) s"; \
 	done
 
-test: unit detector lint molecule
+test: unit detector lint sanity units molecule
 
 demo: venv image
 	bin/demo

@@ -56,7 +56,7 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         del tmp
-        _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        dummy_valid, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         problems = _arg_problems(args)
         try:
             make_detector, settings = detector_factory(args["detector"], args["poll_s"])

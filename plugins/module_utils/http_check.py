@@ -5,7 +5,8 @@ import json
 import socket
 import time
 import urllib.error
-import urllib.request
+
+from ansible.module_utils.urls import open_url
 
 TIMEOUT = "timeout"
 
@@ -18,7 +19,7 @@ def _is_timeout(exc):
 def get_health(base_url, timeout_s=3.0):
     """HTTP status int; None when nothing listens (refused/reset); "timeout"."""
     try:
-        with urllib.request.urlopen(base_url.rstrip("/") + "/health", timeout=timeout_s) as r:
+        with open_url(base_url.rstrip("/") + "/health", timeout=timeout_s) as r:
             return r.status
     except urllib.error.HTTPError as e:
         return e.code
@@ -30,14 +31,14 @@ def post_completion(base_url, model, api_key=None, timeout_s=10.0, prompt="Hello
     """{"ok": bool, "status": int or None, "ms": float}; ok means a choice came back."""
     body = json.dumps({"model": model, "prompt": prompt, "max_tokens": 1,
                        "temperature": 0}).encode()
-    req = urllib.request.Request(base_url.rstrip("/") + "/v1/completions", data=body,
-                                 method="POST", headers={"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json"}
     if api_key:
-        req.add_header("Authorization", "Bearer %s" % api_key)
+        headers["Authorization"] = "Bearer %s" % api_key
     t0 = time.monotonic()
     status, ok = None, False
     try:
-        with urllib.request.urlopen(req, timeout=timeout_s) as r:
+        with open_url(base_url.rstrip("/") + "/v1/completions", data=body, method="POST",
+                      headers=headers, timeout=timeout_s) as r:
             status = r.status
             payload = json.loads(r.read(65536) or b"{}")
             ok = status == 200 and bool(payload.get("choices"))

@@ -152,7 +152,7 @@ def read_journal(unit, cursor=None, since_epoch_s=None, max_records=2000, timeou
         if proc.poll() is None:
             _kill_quietly(proc)
         try:
-            _, err = proc.communicate(timeout=1.0)
+            dummy_out, err = proc.communicate(timeout=1.0)
         except subprocess.TimeoutExpired:
             err = b""
     denied = permission_problem((err or b"").decode(errors="replace"))

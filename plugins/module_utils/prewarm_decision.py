@@ -53,7 +53,7 @@ def decide(mode: str, mem_available_bytes: int, model_bytes: int, resident_bytes
 
     def result(prewarm, code, why):
         return PrewarmDecision(prewarm, code, "%s: %s (%s)" % ("prewarm" if prewarm else "no prewarm",
-                                                              why, state), missing, room)
+                                                               why, state), missing, room)
 
     if mode == "off":
         return result(False, "off", "mode is off")

@@ -103,7 +103,7 @@ def warm(paths, threads=8, read_block_bytes=16 << 20, max_duration_s=0.0, clock=
                     held = 1
                     break
                 first_read = False
-                skipped += length - sum(n for _, n in runs)
+                skipped += length - sum(n for dummy_pos, n in runs)
                 for pos, n_left in runs:
                     while n_left > 0:
                         n = os.preadv(fd, [view[:min(read_block_bytes, n_left)]], pos)
@@ -119,7 +119,7 @@ def warm(paths, threads=8, read_block_bytes=16 << 20, max_duration_s=0.0, clock=
             totals["skipped"] += skipped
             totals["held"] += held
 
-    pool = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, threads))]
+    pool = [threading.Thread(target=worker, daemon=True) for dummy in range(max(1, threads))]
     try:
         for t in pool:
             t.start()

@@ -62,7 +62,7 @@ def parse_io(text):
     """/proc/PID/io -> ProcIo (storage bytes, not rchar/wchar)."""
     vals = {}
     for line in text.splitlines():
-        key, _, value = line.partition(":")
+        key, dummy_sep, value = line.partition(":")
         if value.strip().isdigit():
             vals[key.strip()] = int(value)
     return ProcIo(read_bytes=vals.get("read_bytes", 0), write_bytes=vals.get("write_bytes", 0))

@@ -25,7 +25,7 @@ def progress_line(assessment):
     n = p.get("gpu_count")
     if n and p.get("gpu_mem_total_mib"):
         parts.append("GPU %.0f/%.0f GB%s" % (p["gpu_mem_used_mib"] / n / 1024.0, p["gpu_mem_total_mib"] / n / 1024.0,
-                                            "" if n == 1 else " \u00d7%d" % n))
+                                             "" if n == 1 else " \u00d7%d" % n))
     if p.get("read_bps") is not None:
         parts.append("disk " + _rate(p["read_bps"]))
     if p.get("cpu_pct") is not None:

@@ -1,4 +1,7 @@
 #!/usr/bin/python
+# Copyright: sglang-ops maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Check that SGLang's JIT and kernel cache directories survive restarts."""
 
 DOCUMENTATION = r"""
@@ -28,7 +31,7 @@ options:
 notes:
   - Supports check mode (the module only reads).
 author:
-  - sglang-ops maintainers
+  - sglang-ops maintainers (@sglang-ops)
 """
 
 EXAMPLES = r"""

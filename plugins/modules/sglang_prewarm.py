@@ -1,4 +1,7 @@
 #!/usr/bin/python
+# Copyright: sglang-ops maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Read a model's weight files into the page cache before a restart."""
 
 DOCUMENTATION = r"""
@@ -67,7 +70,7 @@ notes:
   - Check mode measures and reports the decision without reading or evicting.
   - Supports check mode.
 author:
-  - sglang-ops maintainers
+  - sglang-ops maintainers (@sglang-ops)
 """
 
 EXAMPLES = r"""
@@ -171,7 +174,7 @@ def _summary(result, check_mode):
     if check_mode:
         return "%s; check mode: nothing read or evicted" % words
     resident = "resident %.0f%% -> %.0f%%" % (100 * result["resident_fraction_before"],
-                                            100 * result["resident_fraction_after"])
+                                              100 * result["resident_fraction_after"])
     if result["decision"]["code"] == "evict":
         return "%s; %s in %.1f s" % (words, resident, result["read_s"])
     if not result["decision"]["prewarm"]:

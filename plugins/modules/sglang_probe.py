@@ -1,4 +1,7 @@
 #!/usr/bin/python
+# Copyright: sglang-ops maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """One observation of an SGLang service, for the restart watcher."""
 
 DOCUMENTATION = r"""
@@ -117,7 +120,7 @@ notes:
   - py-spy needs ptrace rights over the service's processes (root or CAP_SYS_PTRACE).
   - Aimed at well under 0.5 s of CPU per call for an 8-rank service; RV(cost) reports it.
 author:
-  - sglang-ops maintainers
+  - sglang-ops maintainers (@sglang-ops)
 """
 
 EXAMPLES = r"""

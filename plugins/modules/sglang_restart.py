@@ -1,3 +1,6 @@
+# Copyright: sglang-ops maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 # The work happens in the action plugin of the same name (plugins/action/sglang_restart.py);
 # this file documents it for ansible-doc, as ansible.builtin.reboot does.
 
@@ -42,7 +45,7 @@ description:
     beside C(run.json).
 version_added: "0.1.0"
 author:
-  - sglang-ops maintainers
+  - sglang-ops maintainers (@sglang-ops)
 options:
   unit:
     description: The systemd unit running SGLang.
@@ -102,7 +105,9 @@ options:
     description:
       - Controller folder for traces, diagnostics, run.json and reports
         (C(<artifacts_dir>/<inventory_hostname>/<UTC stamp>/)).
-      - Default C(artifacts/) in the repository root (the parent of the playbooks folder).
+      - Default C(artifacts/) in the repository root (the parent of the playbooks folder);
+        for a playbook of an installed collection (C(ansible-playbook sglang_ops.serving.restart)),
+        C(artifacts/) in the current directory.
     type: path
   detector:
     description: Detector settings overrides (names in docs/detector.md); unknown names fail before anything changes.
@@ -144,8 +149,11 @@ attributes:
     description: Observes once and reports what it would do; never stops or starts the unit.
   diff_mode:
     support: none
+    description: Returns no diff; the result and the artifacts say what changed.
   platform:
+    support: full
     platforms: posix
+    description: Targets with systemd; the restart loop runs on the controller.
 notes:
   - Needs root on the target (become) to stop and start the unit and to read other processes.
   - Many hosts at once work (forks, serial); each host has its own loop, trace and artifacts.

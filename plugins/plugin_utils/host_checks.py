@@ -262,7 +262,7 @@ def split_pyspy(text):
         if line.startswith("=== PYSPY "):
             if label:
                 parts[label] = "\n".join(buf) + "\n"
-            _, _, pid, *cmd = line.split(" ")
+            dummy_marker, dummy_word, pid, *cmd = line.split(" ")
             cmdline = " ".join(cmd)
             m = _RANK.search(cmdline) if cmdline.startswith("sglang::") else None
             label = "rank%s" % m.group(1) if m else "pid%s" % pid

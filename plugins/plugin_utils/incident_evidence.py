@@ -185,4 +185,3 @@ def _obs_at(observations, t):
         if obs["t"] <= t:
             best = obs
     return best
-

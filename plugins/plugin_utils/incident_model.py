@@ -313,4 +313,3 @@ def _diag_order(item):
         if name.startswith(prefix):
             return (i, name)
     return (len(_DIAG_ORDER), name)
-

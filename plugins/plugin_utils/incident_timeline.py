@@ -67,4 +67,3 @@ def timeline(assessments, spans, lines, decision, decided_t, verdict):
             verdict, redact(decision.get("reason") or ""))))
     order = {"phase": 0, "verdict": 1, "log": 2, "decision": 3}
     return sorted(entries, key=lambda e: (e.t, order[e.kind]))
-

@@ -45,4 +45,3 @@ def utc(epoch_s):
 
 def fmt_t(t):
     return "t+%s" % fmt_duration(t) if t is not None else "t+?"
-

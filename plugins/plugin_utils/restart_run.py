@@ -58,10 +58,14 @@ def interruptible(fn, signals=(signal.SIGINT, signal.SIGTERM)):
 
 
 def default_artifacts_root(playbook_dir):
-    """artifacts/ beside playbooks/ (the repository root), or beside a root-level playbook."""
+    """artifacts/ beside playbooks/ (the repository root), or beside a root-level playbook.
+    A playbook of an installed collection (ansible-playbook sglang_ops.serving.restart)
+    writes to artifacts/ in the current directory, never into the collection's folder."""
     base = os.path.abspath(playbook_dir or os.getcwd())
     if os.path.basename(base) == "playbooks":
         base = os.path.dirname(base)
+        if os.path.basename(os.path.dirname(os.path.dirname(base))) == "ansible_collections":
+            base = os.getcwd()
     return os.path.join(base, "artifacts")
 
 
@@ -124,7 +128,7 @@ class RestartProcedure:
             "outcome": None, "gave_up_because": None, "attempts": [], "preflight": {},
             "settings": settings_dict(settings),
             "options": {k: args[k] for k in ("poll_s", "max_attempts", "start_timeout_s",
-                                              "stop_timeout_s", "kill_orphans")},
+                                             "stop_timeout_s", "kill_orphans")},
         }
 
     # ---- remote steps -------------------------------------------------------------
@@ -136,11 +140,11 @@ class RestartProcedure:
         return rc, out, err
 
     def _unit_props(self):
-        _, out, _ = self._sh(host_checks.show_cmd(self.unit), "systemctl show")
+        dummy_rc, out, dummy_err = self._sh(host_checks.show_cmd(self.unit), "systemctl show")
         return host_checks.parse_show(out)
 
     def _gpu_check(self):
-        _, out, _ = self._sh(host_checks.gpu_holders_cmd(self.unit), "GPU holder listing")
+        dummy_rc, out, dummy_err = self._sh(host_checks.gpu_holders_cmd(self.unit), "GPU holder listing")
         return host_checks.classify_holders(host_checks.parse_gpu_holders(out), self.venv)
 
     def _probe_args(self, cursor, want_stacks, since_epoch_s):
@@ -271,7 +275,7 @@ class RestartProcedure:
             # stops end a failed or stalled start, whose processes are of no use any more.
             problem = self._stop_and_release(
                 self.args["stop_timeout_s"] if n == 1 else min(self.args["stop_timeout_s"],
-                                                                 self.args["failed_stop_timeout_s"]))
+                                                               self.args["failed_stop_timeout_s"]))
             if problem:
                 return self._hand_over("stopping", problem[0], problem[1])
             outcome = self._attempt(n)
@@ -314,7 +318,7 @@ class RestartProcedure:
         self.stage = "starting %s (attempt %d)" % (self.unit, n)
         self.current_attempt = {"n": n, "trace": self.artifacts.trace_relpath(n), "started": iso_utc(t0),
                                 "started_epoch_s": round(t0, 3)}
-        rc, _, err = self.shell(host_checks.start_cmd(self.unit), 90)
+        rc, dummy_out, err = self.shell(host_checks.start_cmd(self.unit), 90)
         self.changed = True
         if rc == 124:
             self.emit("the start job is still waiting after 60 s; watching it")
@@ -343,14 +347,14 @@ class RestartProcedure:
         """Stop the unit and wait (bounded) until its cgroup is empty and the GPUs are
         back to baseline. None when done, else (reason_code, reason)."""
         self.emit("stopping %s (timeout %.0f s)" % (self.unit, timeout_s))
-        rc, _, err = self.shell(host_checks.stop_cmd(self.unit, timeout_s), timeout_s + 30)
+        rc, dummy_out, err = self.shell(host_checks.stop_cmd(self.unit, timeout_s), timeout_s + 30)
         self.changed = True
         if rc != 0:
             self.emit("stop did not finish (rc %s): sending SIGKILL to the unit's processes" % rc)
             self.shell(host_checks.kill_unit_cmd(self.unit), 60)
         deadline = self.clock() + self.args["release_timeout_s"]
         while True:
-            _, out, _ = self._sh(host_checks.unit_pids_cmd(self.unit), "process listing")
+            dummy_rc, out, dummy_err = self._sh(host_checks.unit_pids_cmd(self.unit), "process listing")
             left = host_checks.parse_unit_pids(out)
             if not left:
                 break
@@ -361,7 +365,7 @@ class RestartProcedure:
             self.sleep(RELEASE_POLL_S)
         settle_began, nudged = self.clock(), False
         while True:
-            _, out, _ = self._sh(host_checks.active_state_cmd(self.unit), "systemctl show")
+            dummy_rc, out, dummy_err = self._sh(host_checks.active_state_cmd(self.unit), "systemctl show")
             props = host_checks.parse_show(out)
             if host_checks.settled_after_stop(props):
                 break
@@ -477,7 +481,7 @@ class RestartProcedure:
         run_json = self.artifacts.write_run(self.record)
         if verdict is None:
             verdict = {"ready": "ready", "check_mode": "observed"}.get(outcome, FAILURE_CLASSES[code].verdict
-                                                                      if code in FAILURE_CLASSES else "failed")
+                                                                       if code in FAILURE_CLASSES else "failed")
         res = {"changed": self.changed, "outcome": outcome, "verdict": verdict, "phase": phase,
                "reason_code": code, "reason": redact_secrets(reason or ""),
                "attempts": self.record["attempts"], "artifacts": self.artifacts.path, "run_json": run_json,

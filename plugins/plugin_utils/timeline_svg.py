@@ -102,7 +102,7 @@ def render_svg(inc):
         return LEFT_PX + plot_w * (t / t_max)
 
     title = "%s — %s%s" % (inc.unit, inc.verdict, " in %s (%s)" % (inc.phase, inc.reason_code)
-                            if inc.verdict in ("failed", "stalled") else "")
+                           if inc.verdict in ("failed", "stalled") else "")
     out = ['<?xml version="1.0" encoding="UTF-8"?>',
            '<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" '
            'font-family="sans-serif" font-size="11">' % (WIDTH_PX, height, WIDTH_PX, height),
@@ -125,7 +125,7 @@ def render_svg(inc):
 
     for i, (label, lines, fixed_max) in enumerate(panels):
         top = TOP_PX + i * (PANEL_H_PX + GAP_PX)
-        values = [v for key, _, _ in lines for t, v in zip(s.t, getattr(s, key)) if v is not None and t <= t_max]
+        values = [v for key, dummy_label, dummy_colour in lines for t, v in zip(s.t, getattr(s, key)) if v is not None and t <= t_max]
         y_max = fixed_max or _nice_max(max(values) if values else 0.0)
 
         def y(v, top=top, y_max=y_max):

@@ -105,7 +105,7 @@ def log_lines(observations):
             stamp, ranks, text = split_prefix(text)
             if frames > 1 or not text:
                 # a blob's frames carry no prefix of their own past the first
-                first_stamp, first_ranks, _ = split_prefix(msg.lstrip("\r"))
+                first_stamp, first_ranks, dummy_rest = split_prefix(msg.lstrip("\r"))
                 stamp, ranks = stamp or first_stamp, ranks or first_ranks
             raw.append((t, ranks, text, max(frames, 1), stamp))
     folded, index = [], {}

@@ -50,7 +50,7 @@ class Start:
     def polls(self, seconds, **kwargs):
         """Poll for `seconds`; the list of assessments."""
         out = []
-        for _ in range(int(round(seconds / self.poll_s))):
+        for dummy in range(int(round(seconds / self.poll_s))):
             out.append(self.poll(**kwargs))
         return out
 

@@ -5,14 +5,14 @@ BLOB = "".join("\rLoading safetensors checkpoint shards: %3d%% Completed | %d/64
 
 
 def test_blob_record_last_frame_is_the_final_state():
-    bar = tqdm_frames.last_bar(BLOB)
-    assert (bar.desc, bar.n, bar.total, bar.done) == ("Loading safetensors checkpoint shards", 64, 64, True)
+    progress = tqdm_frames.last_bar(BLOB)
+    assert (progress.desc, progress.n, progress.total, progress.done) == ("Loading safetensors checkpoint shards", 64, 64, True)
 
 
 def test_a_cut_blob_reports_the_last_complete_frame():
     cut = BLOB[: BLOB.index("30/64") + 10]
-    bar = tqdm_frames.last_bar(cut)
-    assert bar.n == 30 and not bar.done
+    progress = tqdm_frames.last_bar(cut)
+    assert progress.n == 30 and not progress.done
 
 
 def test_blob_frames_are_split_on_carriage_returns():
@@ -27,8 +27,8 @@ def test_single_frame_records_of_both_bar_styles_parse():
 
 
 def test_unit_scaled_counters_are_expanded():
-    bar = tqdm_frames.parse_frame("model.safetensors:  40%|####      | 1.2G/3.0G [00:10<00:15, 120MB/s]")
-    assert bar.n == 1.2e9 and bar.total == 3.0e9
+    progress = tqdm_frames.parse_frame("model.safetensors:  40%|####      | 1.2G/3.0G [00:10<00:15, 120MB/s]")
+    assert progress.n == 1.2e9 and progress.total == 3.0e9
 
 
 def test_plain_log_lines_are_not_bars():

@@ -144,7 +144,7 @@ def test_identical_stacks_in_a_wait_a_minute_apart_stall_even_with_busy_cpu(star
     s.loaded()
     frames = ["all_reduce", "forward", "capture", "run_scheduler_process"]
     s.poll(cpu_pct=800, extra=_stacks(frames))
-    for _ in range(5):
+    for dummy in range(5):
         assert not s.poll(cpu_pct=800).final
     a = s.poll(cpu_pct=800, extra=_stacks(frames))
     assert (a.verdict, a.reason_code) == ("stalled", "stall_wait_stacks")
@@ -156,7 +156,7 @@ def test_identical_busy_loop_stacks_do_not_stall(start):
     s.loaded()
     frames = ["_pack_marlin_moe_weights", "process_weights_after_loading", "load_model"]
     out = []
-    for _ in range(10):
+    for dummy in range(10):
         out.append(s.poll(cpu_pct=800, extra=_stacks(frames)))
         out.extend(s.polls(50, cpu_pct=800))
     assert not any(a.final for a in out)
@@ -293,7 +293,7 @@ def test_assessment_carries_the_contract_fields(start):
 def test_every_reason_code_is_a_failure_class_or_a_documented_interim_code(start):
     s = start(stall_idle_window_s=60)
     s.loaded()
-    seen = [a for a in s.polls(90, cpu_pct=5)]
+    seen = s.polls(90, cpu_pct=5)
     for a in seen:
         assert a.verdict in VERDICTS
         if a.verdict in ("stalled", "failed"):

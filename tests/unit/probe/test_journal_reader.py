@@ -4,16 +4,16 @@ import json
 import os
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils import journal_reader, logfile_reader
-from conftest import data
+from ansible_collections.sglang_ops.serving.tests.unit.probe.conftest import data
 
 LINES = data("journalctl-json-tqdm-blob.jsonl").splitlines()
 
 
 def test_blob_record_decodes_to_frames_separated_by_carriage_returns():
     batch = journal_reader.parse_lines(LINES, max_records=100)
-    bar = [r.msg for r in batch.records if "Loading safetensors" in r.msg]
-    assert len(bar) == 1
-    frames = bar[0].split("\r")
+    bar_records = [r.msg for r in batch.records if "Loading safetensors" in r.msg]
+    assert len(bar_records) == 1
+    frames = bar_records[0].split("\r")
     assert frames[0] == "" and len(frames) == 6
     assert frames[-1].startswith("Loading safetensors checkpoint shards: 100% Completed | 4/4")
 
@@ -80,14 +80,14 @@ def test_log_file_records_end_at_newline_and_keep_carriage_returns(tmp_path):
     assert [r.msg for r in batch.records] == ["first line", "\rbar 1/2\rbar 2/2"]
     with open(log, "ab") as f:
         f.write(b" now done\n")
-    batch2, _ = logfile_reader.read_logfile(str(log), cursor=batch.cursor, now=101.0)
+    batch2, dummy_reason = logfile_reader.read_logfile(str(log), cursor=batch.cursor, now=101.0)
     assert [(r.msg, r.ts) for r in batch2.records] == [("unfinished now done", 101.0)]
 
 
 def test_log_file_cuts_an_endless_line_at_line_max(tmp_path):
     log = tmp_path / "stderr.log"
     log.write_bytes(b"y" * (logfile_reader.LINE_MAX + 10))
-    batch, _ = logfile_reader.read_logfile(str(log))
+    batch, dummy_reason = logfile_reader.read_logfile(str(log))
     assert [(len(r.msg), r.line_break) for r in batch.records] == [(logfile_reader.LINE_MAX, "line-max")]
 
 

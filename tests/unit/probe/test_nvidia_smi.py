@@ -4,7 +4,7 @@ import os
 import time
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils import nvidia_smi
-from conftest import data
+from ansible_collections.sglang_ops.serving.tests.unit.probe.conftest import data
 
 UUID = "GPU-31290649-1bbd-1ac6-ac19-a15346139cee"
 
@@ -44,7 +44,7 @@ def test_not_available_values_become_none_and_power_is_left_out():
     assert "power_w" not in gpus[0].to_obs()
     apps = nvidia_smi.parse_apps_query("77, GPU-b, [N/A]\n78, GPU-zzz, 512\n", gpus)
     assert [a.to_obs() for a in apps] == [{"pid": 77, "gpu": 1, "mem_mib": None},
-                                         {"pid": 78, "gpu": None, "mem_mib": 512}]
+                                          {"pid": 78, "gpu": None, "mem_mib": 512}]
 
 
 def test_missing_binary_gives_absent_fields_with_reason(monkeypatch, tmp_path):

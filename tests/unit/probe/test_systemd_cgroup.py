@@ -2,7 +2,7 @@
 import os
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils import cgroup, systemd_unit
-from conftest import data
+from ansible_collections.sglang_ops.serving.tests.unit.probe.conftest import data
 
 
 def test_running_unit_state():

@@ -4,7 +4,7 @@ import json
 import os
 
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__)))))
 SHARED_TRACES = os.path.normpath(os.path.join(ROOT, "..", "shared", "traces"))
 RUNBOOK = os.path.join(ROOT, "docs", "runbook.md")
 

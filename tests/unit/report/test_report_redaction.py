@@ -8,7 +8,7 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.redaction impor
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_report import (
     write_incident_report, write_trace_report)
 
-from report_fixtures import HEADER, packing_failure, write_trace
+from ansible_collections.sglang_ops.serving.tests.unit.report.report_fixtures import HEADER, packing_failure, write_trace
 
 SECRET = "sk-live-4f9a8b7c6d5e4f3a2b1c"
 

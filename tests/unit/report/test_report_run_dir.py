@@ -8,7 +8,7 @@ import pytest
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_report import (
     ReportInputError, write_incident_report)
 
-from report_fixtures import SHARED_TRACES
+from ansible_collections.sglang_ops.serving.tests.unit.report.report_fixtures import SHARED_TRACES
 
 
 @pytest.fixture

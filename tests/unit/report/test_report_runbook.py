@@ -6,7 +6,7 @@ import pytest
 from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import FAILURE_CLASSES
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.runbook import parse_runbook
 
-from report_fixtures import RUNBOOK, runbook_sections
+from ansible_collections.sglang_ops.serving.tests.unit.report.report_fixtures import RUNBOOK, runbook_sections
 
 HOST_FIXES = ("host-orphan-processes", "host-wedged-gpu", "host-nccl-p2p", "host-oom-config",
               "host-jit-caches", "host-disk")

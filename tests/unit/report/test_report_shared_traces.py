@@ -10,7 +10,7 @@ from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_model 
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_report import replay, write_trace_report
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.trace_writer import read_trace
 
-from report_fixtures import runbook_sections, shared_trace_paths
+from ansible_collections.sglang_ops.serving.tests.unit.report.report_fixtures import runbook_sections, shared_trace_paths
 
 TRACES = shared_trace_paths()
 

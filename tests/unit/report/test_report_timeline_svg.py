@@ -4,7 +4,7 @@ import xml.etree.ElementTree as ET
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_model import build_incident
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.timeline_svg import chart_end_t, render_svg
 
-from report_fixtures import HEADER, packing_failure
+from ansible_collections.sglang_ops.serving.tests.unit.report.report_fixtures import HEADER, packing_failure
 
 NS = {"svg": "http://www.w3.org/2000/svg"}
 SERIES = ("gpu_mem_gib_mean", "gpu_mem_gib_max", "gpu_util_pct_mean", "shards_done", "disk_read_mb_s", "cpu_cores")
@@ -17,7 +17,7 @@ def _chart():
 
 
 def test_chart_is_svg_with_every_series_drawn():
-    _, root = _chart()
+    dummy_inc, root = _chart()
     assert root.tag == "{http://www.w3.org/2000/svg}svg"
     for key in SERIES:
         group = root.find(".//svg:g[@id='series-%s']" % key, NS)
@@ -41,6 +41,6 @@ def test_phase_bands_follow_the_phases():
 
 
 def test_a_long_tail_after_the_decision_is_cut_from_the_axis():
-    inc, _ = _chart()
+    inc, dummy_root = _chart()
     inc.last_t = 5000.0
     assert chart_end_t(inc) == inc.decided_t + 120.0

@@ -1,7 +1,7 @@
 """Series and readable log lines drawn from trace observations."""
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import trace_signals as ts
 
-from report_fixtures import obs
+from ansible_collections.sglang_ops.serving.tests.unit.report.report_fixtures import obs
 
 
 def test_lines_printed_by_every_rank_at_once_fold_into_one():

@@ -43,3 +43,9 @@ def test_run_json_is_written_whole(tmp_path):
 def test_default_artifacts_folder_is_the_repository_root_for_both_playbook_locations(tmp_path):
     assert default_artifacts_root(str(tmp_path / "playbooks")) == str(tmp_path / "artifacts")
     assert default_artifacts_root(str(tmp_path)) == str(tmp_path / "artifacts")
+
+
+def test_installed_collection_playbook_writes_artifacts_in_the_current_directory(tmp_path, monkeypatch):
+    playbooks = tmp_path / "collections" / "ansible_collections" / "sglang_ops" / "serving" / "playbooks"
+    monkeypatch.chdir(tmp_path)
+    assert default_artifacts_root(str(playbooks)) == str(tmp_path / "artifacts")

@@ -3,7 +3,7 @@ import os
 
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.trace_writer import read_trace
 
-from restart_fakes import FakeHost, FakeProbe, Clock, make_procedure, progressing, ready, stalled
+from ansible_collections.sglang_ops.serving.tests.unit.restart.restart_fakes import FakeHost, FakeProbe, Clock, make_procedure, progressing, ready, stalled
 
 
 def _run_json(res):
@@ -12,7 +12,7 @@ def _run_json(res):
 
 
 def test_clean_restart_stops_starts_once_and_ends_ready(tmp_path):
-    proc, host, probe, clock, lines, _ = make_procedure(tmp_path, [[progressing(), progressing(), ready()]])
+    proc, host, probe, clock, lines, _detectors = make_procedure(tmp_path, [[progressing(), progressing(), ready()]])
     res = proc.restart()
     assert res["outcome"] == "ready" and not res.get("failed")
     assert res["changed"] is True
@@ -27,7 +27,7 @@ def test_clean_restart_stops_starts_once_and_ends_ready(tmp_path):
 
 
 def test_first_probe_asks_for_journal_since_the_start_then_follows_the_cursor(tmp_path):
-    proc, _, probe, clock, _, _ = make_procedure(tmp_path, [[progressing(), ready()]])
+    proc, _host, probe, clock, _lines, _detectors = make_procedure(tmp_path, [[progressing(), ready()]])
     t_start = clock()
     proc.restart()
     assert probe.calls[0]["since"] == t_start and "cursor" not in probe.calls[0]
@@ -36,7 +36,7 @@ def test_first_probe_asks_for_journal_since_the_start_then_follows_the_cursor(tm
 
 
 def test_stall_in_first_attempt_is_diagnosed_then_restarted_to_ready(tmp_path):
-    proc, host, probe, clock, lines, _ = make_procedure(
+    proc, host, probe, clock, lines, _detectors = make_procedure(
         tmp_path, [[progressing(), stalled("stall_idle")], [progressing(), ready()]])
     res = proc.restart()
     assert res["outcome"] == "ready"
@@ -56,7 +56,7 @@ def test_stall_in_first_attempt_is_diagnosed_then_restarted_to_ready(tmp_path):
 
 
 def test_same_failure_twice_hands_over_with_attempts_left(tmp_path):
-    proc, host, *_ = make_procedure(tmp_path, [[stalled("stall_idle")], [stalled("stall_idle")]], max_attempts=3)
+    proc, host, *_others = make_procedure(tmp_path, [[stalled("stall_idle")], [stalled("stall_idle")]], max_attempts=3)
     res = proc.restart()
     assert res["failed"] is True and res["outcome"] == "gave_up"
     assert host.events.count("start") == 2
@@ -67,11 +67,11 @@ def test_same_failure_twice_hands_over_with_attempts_left(tmp_path):
     assert run["outcome"] == "gave_up" and run["gave_up_because"] == "same failure twice: stall_idle"
     assert [a["action"] for a in run["attempts"]] == ["restarted", "handed_over"]
     assert set(run["attempts"][0]) >= {"n", "trace", "verdict", "phase", "reason_code", "reason", "t",
-                                        "action", "diagnostics"}
+                                       "action", "diagnostics"}
 
 
 def test_failure_a_restart_cannot_fix_is_handed_over_at_once(tmp_path):
-    proc, host, *_ = make_procedure(tmp_path, [[stalled("stall_spin", "distributed_init")]])
+    proc, host, *_others = make_procedure(tmp_path, [[stalled("stall_spin", "distributed_init")]])
     res = proc.restart()
     assert res["failed"] and host.events == ["stop", "start"]
     assert res["phase"] == "distributed_init" and res["reason_code"] == "stall_spin"
@@ -79,7 +79,7 @@ def test_failure_a_restart_cannot_fix_is_handed_over_at_once(tmp_path):
 
 
 def test_attempts_are_bounded_by_max_attempts(tmp_path):
-    proc, host, *_ = make_procedure(
+    proc, host, *_others = make_procedure(
         tmp_path, [[stalled("stall_idle")], [stalled("process_exited")], [stalled("fatal_error")]], max_attempts=2)
     res = proc.restart()
     assert res["failed"] and host.events.count("start") == 2
@@ -88,7 +88,7 @@ def test_attempts_are_bounded_by_max_attempts(tmp_path):
 
 def test_foreign_gpu_process_stops_the_restart_before_anything_changes(tmp_path):
     host = FakeHost(holders=[("4242", "GPU-0", "20000", "no", "/usr/bin/python3 train.py --big ")])
-    proc, host, *_ = make_procedure(tmp_path, [[ready()]], host=host)
+    proc, host, *_others = make_procedure(tmp_path, [[ready()]], host=host)
     res = proc.restart()
     assert res["failed"] and res["reason_code"] == "gpu_busy_foreign" and res["phase"] == "preflight"
     assert host.events == [] and res["changed"] is False
@@ -97,7 +97,7 @@ def test_foreign_gpu_process_stops_the_restart_before_anything_changes(tmp_path)
 
 def test_orphan_is_named_and_kept_when_killing_is_not_allowed(tmp_path):
     host = FakeHost(holders=[("555", "GPU-0", "8000", "no", "sglang::scheduler_TP0 ")])
-    proc, host, *_ = make_procedure(tmp_path, [[ready()]], host=host)
+    proc, host, *_others = make_procedure(tmp_path, [[ready()]], host=host)
     res = proc.restart()
     assert res["failed"] and res["reason_code"] == "orphan_processes"
     assert "PID 555" in res["msg"] and "kill_orphans" in res["msg"]
@@ -107,7 +107,7 @@ def test_orphan_is_named_and_kept_when_killing_is_not_allowed(tmp_path):
 def test_orphan_is_killed_after_the_stop_when_allowed(tmp_path):
     orphan = ("555", "GPU-0", "8000", "no", "sglang::scheduler_TP0 ")
     host = FakeHost(holders=[orphan], holders_after_stop=[orphan])
-    proc, host, *_ = make_procedure(tmp_path, [[ready()]], host=host, kill_orphans=True)
+    proc, host, *_others = make_procedure(tmp_path, [[ready()]], host=host, kill_orphans=True)
     res = proc.restart()
     assert res["outcome"] == "ready"
     assert host.events == ["stop", "kill -9 555", "start"]
@@ -116,21 +116,21 @@ def test_orphan_is_killed_after_the_stop_when_allowed(tmp_path):
 
 def test_processes_surviving_the_stop_get_sigkill_then_the_start_waits(tmp_path):
     host = FakeHost(pids_after_stop=2)
-    proc, host, *_ = make_procedure(tmp_path, [[ready()]], host=host)
+    proc, host, *_others = make_procedure(tmp_path, [[ready()]], host=host)
     assert proc.restart()["outcome"] == "ready"
     assert host.events == ["stop", "sigkill", "sigkill", "start"]
 
 
 def test_processes_that_never_die_hand_over_as_gpu_not_released(tmp_path):
     host = FakeHost(pids_after_stop=10_000)
-    proc, host, *_ = make_procedure(tmp_path, [[ready()]], host=host, release_timeout_s=10.0)
+    proc, host, *_others = make_procedure(tmp_path, [[ready()]], host=host, release_timeout_s=10.0)
     res = proc.restart()
     assert res["failed"] and res["reason_code"] == "gpu_not_released" and "start" not in host.events
     assert "PID 77 (state T)" in res["reason"]
 
 
 def test_missing_unit_is_handed_over_in_preflight(tmp_path):
-    proc, host, *_ = make_procedure(tmp_path, [[ready()]], host=FakeHost(installed=False))
+    proc, host, *_others = make_procedure(tmp_path, [[ready()]], host=FakeHost(installed=False))
     res = proc.restart()
     assert res["reason_code"] == "unit_missing" and host.events == []
 
@@ -138,8 +138,8 @@ def test_missing_unit_is_handed_over_in_preflight(tmp_path):
 def test_ready_waits_for_a_real_completion(tmp_path):
     clock = Clock()
     probe = FakeProbe(clock, completion_ok=False)
-    proc, *_ = make_procedure(tmp_path, [[ready()]], clock=clock, probe=probe, start_timeout_s=30.0,
-                              max_attempts=1)
+    proc, *_others = make_procedure(tmp_path, [[ready()]], clock=clock, probe=probe, start_timeout_s=30.0,
+                                    max_attempts=1)
     res = proc.restart()
     # the detector said ready on every poll, but no completion succeeded: never ready
     assert res["outcome"] != "ready"
@@ -149,7 +149,7 @@ def test_ready_waits_for_a_real_completion(tmp_path):
 
 def test_stacks_are_requested_on_the_poll_after_the_detector_asks(tmp_path):
     suspect = ("suspect", "post_load", "suspect", "flat")
-    proc, _, probe, *_ = make_procedure(tmp_path, [[progressing(), suspect, ready()]])
+    proc, _host, probe, *_others = make_procedure(tmp_path, [[progressing(), suspect, ready()]])
     proc.restart()
     assert [c["stacks"] for c in probe.calls] == [False, False, True]
 
@@ -158,12 +158,12 @@ def test_a_few_probe_failures_are_tolerated(tmp_path):
     clock = Clock()
     probe = FakeProbe(clock)
     probe.fail_next = 2
-    proc, *_ = make_procedure(tmp_path, [[progressing(), ready()]], clock=clock, probe=probe)
+    proc, *_others = make_procedure(tmp_path, [[progressing(), ready()]], clock=clock, probe=probe)
     assert proc.restart()["outcome"] == "ready"
 
 
 def test_check_mode_observes_once_and_never_stops_or_starts(tmp_path):
-    proc, host, probe, *_ = make_procedure(tmp_path, [[progressing("kv_cache")]])
+    proc, host, probe, *_others = make_procedure(tmp_path, [[progressing("kv_cache")]])
     res = proc.observe_once()
     assert host.events == [] and len(probe.calls) == 1
     assert res["outcome"] == "check_mode" and res["phase"] == "kv_cache"
@@ -173,22 +173,22 @@ def test_check_mode_observes_once_and_never_stops_or_starts(tmp_path):
 
 def test_secrets_never_reach_run_json_or_the_result(tmp_path):
     host = FakeHost(holders=[("555", "GPU-0", "8000", "no", "sglang::scheduler_TP0 --api-key sk-abcdef123456")])
-    proc, host, *_ = make_procedure(tmp_path, [[ready()]], host=host)
+    proc, host, *_others = make_procedure(tmp_path, [[ready()]], host=host)
     res = proc.restart()
     assert "sk-abcdef123456" not in json.dumps(res)
     assert "sk-abcdef123456" not in open(res["run_json"]).read()
 
 
 def test_a_failed_start_is_stopped_with_the_short_timeout_a_serving_one_with_the_full(tmp_path):
-    proc, host, *_ = make_procedure(tmp_path, [[stalled("stall_idle")], [ready()]],
-                                    stop_timeout_s=300.0, failed_stop_timeout_s=20.0)
+    proc, host, *_others = make_procedure(tmp_path, [[stalled("stall_idle")], [ready()]],
+                                          stop_timeout_s=300.0, failed_stop_timeout_s=20.0)
     proc.restart()
     stops = [c for c in host.commands if "systemctl stop" in c]
     assert [c.split()[1] for c in stops] == ["300", "20"]
 
 
 def test_the_start_waits_until_the_stop_job_is_over(tmp_path):
-    proc, host, _, clock, *_ = make_procedure(tmp_path, [[ready()]], host=FakeHost(settle_polls=3))
+    proc, host, _probe, clock, *_others = make_procedure(tmp_path, [[ready()]], host=FakeHost(settle_polls=3))
     assert proc.restart()["outcome"] == "ready"
     assert host.settle_polls == 0
     assert clock.slept[:3] == [2.0, 2.0, 2.0]
@@ -196,14 +196,14 @@ def test_the_start_waits_until_the_stop_job_is_over(tmp_path):
 
 def test_a_stop_job_stuck_without_processes_gets_one_daemon_reload(tmp_path):
     host = FakeHost(settle_polls=10_000, reload_settles=True)
-    proc, host, *_ = make_procedure(tmp_path, [[ready()]], host=host, release_timeout_s=60.0)
+    proc, host, *_others = make_procedure(tmp_path, [[ready()]], host=host, release_timeout_s=60.0)
     assert proc.restart()["outcome"] == "ready"
     assert host.events == ["stop", "daemon-reload", "start"]
 
 
 def test_a_stop_job_that_never_ends_is_handed_over(tmp_path):
-    proc, host, *_ = make_procedure(tmp_path, [[ready()]], host=FakeHost(settle_polls=10_000),
-                                    release_timeout_s=30.0)
+    proc, host, *_others = make_procedure(tmp_path, [[ready()]], host=FakeHost(settle_polls=10_000),
+                                          release_timeout_s=30.0)
     res = proc.restart()
     assert res["reason_code"] == "gpu_not_released" and "did not settle" in res["reason"]
     assert "start" not in host.events and host.events.count("daemon-reload") == 1
@@ -215,7 +215,7 @@ def test_hosts_watched_in_parallel_keep_their_own_state(tmp_path):
     results = {}
 
     def run(name, scripts):
-        proc, *_ = make_procedure(tmp_path / name, scripts)
+        proc, *_others = make_procedure(tmp_path / name, scripts)
         proc.host = name
         results[name] = proc.restart()
 
@@ -232,7 +232,7 @@ def test_hosts_watched_in_parallel_keep_their_own_state(tmp_path):
 
 def test_prewarm_runs_before_the_first_stop_and_is_recorded(tmp_path):
     order = []
-    proc, host, *_ = make_procedure(tmp_path, [[ready()]], prewarm={"model_path": "/m", "step_s": 5})
+    proc, host, *_others = make_procedure(tmp_path, [[ready()]], prewarm={"model_path": "/m", "step_s": 5})
 
     def prewarm(options, step_s, max_total_s):
         order.append(("prewarm", list(host.events), options, step_s))
@@ -245,7 +245,7 @@ def test_prewarm_runs_before_the_first_stop_and_is_recorded(tmp_path):
 
 
 def test_a_failing_prewarm_does_not_stop_the_restart(tmp_path):
-    proc, _, _, _, lines, _ = make_procedure(tmp_path, [[ready()]], prewarm={"model_path": "/m"})
+    proc, _host, _probe, _clock, lines, _detectors = make_procedure(tmp_path, [[ready()]], prewarm={"model_path": "/m"})
 
     def prewarm(options, step_s, max_total_s):
         raise RuntimeError("module not found")
@@ -256,7 +256,7 @@ def test_a_failing_prewarm_does_not_stop_the_restart(tmp_path):
 
 
 def test_a_run_cut_short_is_recorded_as_interrupted(tmp_path):
-    proc, *_ = make_procedure(tmp_path, [[ready()]])
+    proc, *_others = make_procedure(tmp_path, [[ready()]])
     proc.note_interrupted("KeyboardInterrupt: ")
     run = json.load(open(os.path.join(proc.artifacts.path, "run.json")))
     assert run["outcome"] == "interrupted" and run["finished"]

@@ -11,7 +11,7 @@ from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart_run imp
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.trace_writer import (
     TraceWriter, read_trace, relative_observation, trace_header)
 
-from restart_fakes import Clock, FakeHost, make_procedure
+from ansible_collections.sglang_ops.serving.tests.unit.restart.restart_fakes import Clock, FakeHost, make_procedure
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 SHARED_TRACES = os.path.join(os.path.dirname(ROOT), "shared", "traces")
