@@ -26,7 +26,7 @@ LEFTOVERS = ["artifacts/demo-host/20261130T101500Z/run.json", ".pytest_cache/v/c
              "sglang_ops-serving-0.0.9.tar.gz"]
 # Shipped tests run from an installed copy, without the checkout's CLI and ansible.cfg
 # (tests that need them are left out in galaxy.yml; `make units` runs the rest there).
-CHECKOUT_ONLY = re.compile(r"sglang_ops_cli|[\"']bin[\"']|bin/sglang-ops|ansible\.cfg")
+CHECKOUT_ONLY = re.compile(r"sglang_ops_cli|[\"'](bin|bench)[\"']|bin/sglang-ops|ansible\.cfg")
 
 
 def tracked_files():
