@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 from start_model import HEALTHY_KINDS, STALL_KINDS, new_start
 
-settings.register_profile("detector-ci", max_examples=40, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+settings.register_profile("detector-ci", max_examples=40, deadline=None, derandomize=True, database=None,
+                          suppress_health_check=list(HealthCheck))
 settings.register_profile("detector-stress", max_examples=500, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 SETTINGS = settings(settings.get_profile("detector-" + os.environ.get("DETECTOR_PROPERTIES", "ci")))
 
