@@ -113,7 +113,7 @@ def release_cmd(run_id, lock_dir=LOCK_DIR):
 
 def peek_cmd(lock_dir=LOCK_DIR):
     """Who holds the lock, without taking it (check mode): `FREE` or `HELD <epoch>` + line."""
-    lock, _ = _paths(lock_dir)
+    lock, dummy_guard = _paths(lock_dir)
     return 'if [ -s %s ]; then echo "HELD $(date +%%s)"; cat %s; else echo FREE; fi' % (
         shlex.quote(lock), shlex.quote(lock))
 

@@ -204,7 +204,7 @@ class RestartProcedure:
         """Who holds the host's restart lock (words), or None; reads only."""
         if self.lock is None:
             return None
-        _, out, _ = self._sh(host_lock.peek_cmd(self.lock.lock_dir), "lock check")
+        dummy_rc, out, dummy_err = self._sh(host_lock.peek_cmd(self.lock.lock_dir), "lock check")
         state, now, holder = host_lock.parse_answer(out)
         return host_lock.describe(holder or {}, now) if state == "HELD" else None
 

@@ -157,14 +157,14 @@ class ModelStart(Start):
                 msgs.append(self.rng.choice(BENIGN))
                 self.next_chatter_t = self.t + self.rng.uniform(60, 400)
             if kind == "cpu_busy":
-                self.util = [self.rng.randint(0, 3) for _ in range(self.gpus)]
+                self.util = [self.rng.randint(0, 3) for dummy in range(self.gpus)]
                 self.step(msgs, cpu_pct=self.rng.uniform(300, 1500), stacks=STACKS[kind])
             elif kind == "gpu_bound":
                 # short kernels: a GPU at work is seen busy at least once every three polls
                 burst = idle_run >= 2 or self.rng.random() < 0.5
                 idle_run = 0 if burst else idle_run + 1
                 self.util = [self.rng.randint(15, 100) if burst and self.rng.random() < 0.8 else self.rng.randint(0, 2)
-                             for _ in range(self.gpus)]
+                             for dummy in range(self.gpus)]
                 if burst and not any(u >= 15 for u in self.util):
                     self.util[0] = self.rng.randint(15, 100)
                 self.watts([i for i, u in enumerate(self.util) if u >= 15])
@@ -173,7 +173,7 @@ class ModelStart(Start):
             elif kind == "gpu_flat_out":
                 # only power tells kernels pinned at 90-100 % from a spin-wait
                 # as recorded on two H200s: 90-100 % on most polls, a dip to 72-89 % on about one in ten
-                self.util = [self.rng.randint(72, 89) if self.rng.random() < 0.1 else self.rng.randint(90, 100) for _ in range(self.gpus)]
+                self.util = [self.rng.randint(72, 89) if self.rng.random() < 0.1 else self.rng.randint(90, 100) for dummy in range(self.gpus)]
                 self.watts(range(self.gpus))
                 self.step(msgs, cpu_pct=100.0 * self.gpus, stacks=STACKS[kind])
                 self.watts()
@@ -185,11 +185,11 @@ class ModelStart(Start):
             elif kind == "disk":
                 if self.rng.random() < 0.2:
                     self.mem = [m + 512 for m in self.mem]
-                self.util = [self.rng.randint(0, 3) for _ in range(self.gpus)]
+                self.util = [self.rng.randint(0, 3) for dummy in range(self.gpus)]
                 self.step(msgs, cpu_pct=self.rng.uniform(30, 800), read_bps=self.rng.uniform(0.3e6, 2e9), stacks=STACKS[kind])
             elif kind == "capture":
                 self.mem = [m + self.rng.choice((0, 0, 70, 130)) for m in self.mem]
-                self.util = [self.rng.randint(15, 60) for _ in range(self.gpus)]
+                self.util = [self.rng.randint(15, 60) for dummy in range(self.gpus)]
                 self.step(msgs, cpu_pct=self.rng.uniform(400, 900), stacks=STACKS[kind])
 
     def stall(self, kind, seconds, heartbeat=False):
@@ -206,7 +206,7 @@ class ModelStart(Start):
                 self.util = [self.rng.randint(97, 100) if i in spinning else self.rng.randint(0, 1) for i in range(self.gpus)]
                 a = self.step(msgs, cpu_pct=self.rng.uniform(100, 900), stacks=STACKS[kind], smi_timeout=kind == "smi_wedged")
             elif kind in ("idle", "wait_stacks"):
-                self.util = [self.rng.randint(0, 2) for _ in range(self.gpus)]
+                self.util = [self.rng.randint(0, 2) for dummy in range(self.gpus)]
                 a = self.step(msgs, cpu_pct=self.rng.uniform(0, 20), stacks=STACKS[kind])
             else:   # stopped
                 self.util = [0] * self.gpus

@@ -133,7 +133,7 @@ def test_without_gpu_readings_ranks_parked_apart_on_the_host_settle_a_stall(star
 def test_every_process_stopped_is_a_stall_without_stacks(start):
     s = start()
     s.loaded()
-    out = [s.poll(cpu_pct=0, extra={"procs": {"count": 3, "cpu_s": s.cpu_s, "states": {"T": 3}}}) for _ in range(8)]
+    out = [s.poll(cpu_pct=0, extra={"procs": {"count": 3, "cpu_s": s.cpu_s, "states": {"T": 3}}}) for dummy in range(8)]
     assert out[-1].verdict == "stalled" and "stopped" in out[-1].reason
     assert not out[4].final          # not before the stopped window
 
@@ -168,7 +168,7 @@ def test_nvidia_smi_timing_out_while_ranks_busy_poll_is_a_stall_within_its_windo
     s = start(stall_gpu_unanswered_window_s=300)
     s.loaded()
     timed_out = {"missing": {"gpus": "nvidia-smi timed out after 10 s"}}
-    out = [s.poll(cpu_pct=800, drop=("gpus",), extra=timed_out) for _ in range(32)]
+    out = [s.poll(cpu_pct=800, drop=("gpus",), extra=timed_out) for dummy in range(32)]
     assert not out[25].final and out[-1].verdict == "stalled" and "nvidia-smi" in out[-1].reason
 
 
