@@ -232,11 +232,11 @@ class Detector:
 
     def _read_record(self, msg, rec_t, t, moved, facts, keys_this_poll):
         parts = tqdm_frames.frames(msg) if ("\r" in msg or "\n" in msg) else [msg]
-        bar = tqdm_frames.last_bar(msg) if "%" in msg else None
-        if bar is not None:
-            self._on_bar(bar, rec_t, moved)
+        progress_bar = tqdm_frames.last_bar(msg) if "%" in msg else None
+        if progress_bar is not None:
+            self._on_bar(progress_bar, rec_t, moved)
         for part in parts:
-            if bar is not None and bar.desc[:20] in part and tqdm_frames.parse_frame(part) is not None:
+            if progress_bar is not None and progress_bar.desc[:20] in part and tqdm_frames.parse_frame(part) is not None:
                 continue   # bar frames: handled above as one bar state
             line = log_lines.classify(part)
             if line.phase is not None:
@@ -281,13 +281,13 @@ class Detector:
         if line.fatal_code in log_lines.CLASS_PHASES:
             self.phases.enter(phase, rec_t)
 
-    def _on_bar(self, bar, t, moved):
-        kind = bar_kind(bar.desc) or bar.desc
+    def _on_bar(self, progress_bar, t, moved):
+        kind = bar_kind(progress_bar.desc) or progress_bar.desc
         prev = self._bars.get(kind)
-        if prev is None or bar.n > prev[0] or (prev[1] != bar.total):
+        if prev is None or progress_bar.n > prev[0] or (prev[1] != progress_bar.total):
             moved.append("bar")
-        self._bars[kind] = (bar.n, bar.total)
-        self.phases.on_bar(kind, bar.done, t)
+        self._bars[kind] = (progress_bar.n, progress_bar.total)
+        self.phases.on_bar(kind, progress_bar.done, t)
 
     def _read_unit(self, obs, facts):
         """Words saying why the main process is gone, or None while it runs."""
@@ -650,22 +650,22 @@ class Detector:
     def _moving_words(self, moved):
         if not moved:
             return "first observation"
-        bar = self._bars.get("shards")
+        shard_bar = self._bars.get("shards")
         words = ", ".join(sorted(set(moved)))
-        if bar and self.phases.phase == "weight_load":
-            return "moving (%s); shards %d/%s" % (words, bar[0], "?" if bar[1] is None else "%d" % bar[1])
+        if shard_bar and self.phases.phase == "weight_load":
+            return "moving (%s); shards %d/%s" % (words, shard_bar[0], "?" if shard_bar[1] is None else "%d" % shard_bar[1])
         return "moving: %s" % words
 
     def _progress(self, t):
         gpus = self._fresh_gpus(t)
-        bar = self._bars.get("shards")
+        shard_bar = self._bars.get("shards")
         http = None
         if self._http is not None:
             h = self._http.get("health")
             http = "refused" if h is None else h
         return {
-            "shards_done": None if bar is None else int(bar[0]),
-            "shards_total": None if bar is None or bar[1] is None else int(bar[1]),
+            "shards_done": None if shard_bar is None else int(shard_bar[0]),
+            "shards_total": None if shard_bar is None or shard_bar[1] is None else int(shard_bar[1]),
             "gpu_count": None if gpus is None else gpus.count,
             "gpu_mem_used_mib": None if gpus is None else gpus.mem_used_mib,
             "gpu_mem_total_mib": None if gpus is None else gpus.mem_total_mib,

@@ -153,7 +153,7 @@ def classify(msg):
     return line
 
 
-_ANY_FATAL = re.compile("|".join("(?:%s)" % p.pattern for p, _ in FATAL_PATTERNS), re.I)
+_ANY_FATAL = re.compile("|".join("(?:%s)" % pattern.pattern for pattern, dummy_code in FATAL_PATTERNS), re.I)
 
 # The phase a fault class proves, whatever line came before it: uvicorn binds its port
 # in the HTTP server, repacking runs after the shards are read, and so on.
@@ -181,7 +181,7 @@ def _meaning(text):
 
 def fatal_priority(code):
     """Lower is more specific; used to name one class when several lines fail at once."""
-    for i, (_, c) in enumerate(FATAL_PATTERNS):
+    for i, (dummy_pattern, c) in enumerate(FATAL_PATTERNS):
         if c == code:
             return i
     return len(FATAL_PATTERNS)

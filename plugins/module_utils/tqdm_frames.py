@@ -48,7 +48,7 @@ def parse_frame(text):
 def last_bar(msg):
     """The final state of the last bar in a record (blob or single frame), else None."""
     for text in reversed(frames(msg)):
-        bar = parse_frame(text)
-        if bar is not None:
-            return bar
+        frame = parse_frame(text)
+        if frame is not None:
+            return frame
     return None
