@@ -25,7 +25,7 @@ and soft-watchdog dumps.
 """
 import random
 
-from conftest import Start
+from ansible_collections.sglang_ops.serving.tests.unit.detector.conftest import Start
 
 MARKERS = {
     "distributed_init": "Init torch distributed begin.",

@@ -1,5 +1,5 @@
 """One test per principle of docs/detector.md ("Principles"), on small synthetic starts."""
-from conftest import Start
+from ansible_collections.sglang_ops.serving.tests.unit.detector.conftest import Start
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Detector
 

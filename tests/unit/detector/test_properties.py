@@ -18,7 +18,7 @@ import os
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from start_model import HEALTHY_KINDS, STALL_KINDS, new_start
+from ansible_collections.sglang_ops.serving.tests.unit.detector.start_model import HEALTHY_KINDS, STALL_KINDS, new_start
 
 settings.register_profile("detector-ci", max_examples=40, deadline=None, derandomize=True, database=None,
                           suppress_health_check=list(HealthCheck))
