@@ -180,3 +180,14 @@ def real_sglang_python():
 def parse_with_real_sglang(python, flags):
     return subprocess.run([python, str(ROOT / "tests" / "sglang_real" / "parse_args.py"), *flags],
                           capture_output=True, text=True, check=False)
+
+
+def failures_by_host(result):
+    """{host: [(play name, task name, message)]} of every failed task in a json-callback result."""
+    found = {}
+    for play in result["plays"]:
+        for task in play["tasks"]:
+            for host, host_result in task["hosts"].items():
+                if host_result.get("failed"):
+                    found.setdefault(host, []).append((play["play"]["name"], task["task"]["name"], host_result.get("msg", "")))
+    return found

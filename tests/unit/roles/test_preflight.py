@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from conftest import ANSIBLE_PLAYBOOK, ROOT, TEST_API_KEY, ansible_env, group_vars, write_inventory
+from conftest import ANSIBLE_PLAYBOOK, ROOT, TEST_API_KEY, ansible_env, failures_by_host, group_vars, write_inventory
 
 PREFLIGHT_PLAY = "Check the variables of every role before any change"
 
@@ -31,14 +31,8 @@ def run_site(inventory, extra_vars, *options):
 
 
 def failures(result):
-    """(play name, task name, message) of every failed task."""
-    found = []
-    for play in result["plays"]:
-        for task in play["tasks"]:
-            for host_result in task["hosts"].values():
-                if host_result.get("failed"):
-                    found.append((play["play"]["name"], task["task"]["name"], host_result.get("msg", "")))
-    return found
+    """(play name, task name, message) of every failed task, all hosts together."""
+    return [failure for found in failures_by_host(result).values() for failure in found]
 
 
 @pytest.mark.parametrize("bad_vars, message", [
@@ -140,12 +134,7 @@ def test_values_that_could_inject_into_the_unit_fail_in_preflight_naming_the_var
     assert run.returncode != 0
     assert [p["play"]["name"] for p in result["plays"]] == [PREFLIGHT_PLAY]
     assert all(stats["changed"] == 0 for stats in result["stats"].values())
-    failed = {}
-    for play in result["plays"]:
-        for task in play["tasks"]:
-            for host, host_result in task["hosts"].items():
-                if host_result.get("failed"):
-                    failed.setdefault(host, []).append(str(host_result.get("msg", "")))
+    failed = {host: [str(message) for _, _, message in found] for host, found in failures_by_host(result).items()}
     for name, (_, message) in UNSAFE_VALUES.items():
         assert len(failed.get(name, [])) == 1, (name, failed.get(name))
         assert message in failed[name][0], (name, failed[name])
@@ -164,12 +153,7 @@ def test_a_missing_model_folder_stops_the_first_play_before_any_install(tmp_path
         [str(ANSIBLE_PLAYBOOK), "-i", str(inventory), str(ROOT / "playbooks" / "site.yml"), "--tags", "preflight"],
         env=ansible_env(ANSIBLE_STDOUT_CALLBACK="ansible.posix.json"), capture_output=True, text=True, check=False)
     result = json.loads(run.stdout[run.stdout.index("{"):])
-    failed = {}
-    for play in result["plays"]:
-        for task in play["tasks"]:
-            for host, host_result in task["hosts"].items():
-                if host_result.get("failed"):
-                    failed.setdefault(host, []).append((play["play"]["name"], task["task"]["name"], host_result.get("msg")))
+    failed = failures_by_host(result)
     assert [(p, t.split(": ")[-1]) for p, t, _ in failed["no-model"]] == [
         (PREFLIGHT_PLAY, "Stop when the model folder is missing")], failed
     assert "absent-model' is not a folder" in str(failed["no-model"][0][2])

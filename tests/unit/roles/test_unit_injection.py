@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from conftest import (TEST_API_KEY, environment, exec_start_argv, group_vars, parse_unit, render_units,
+from conftest import (TEST_API_KEY, environment, failures_by_host, exec_start_argv, group_vars, parse_unit, render_units,
                       resolve_specifiers, run_render, setting)
 
 NASTY = "it's \"q\" $HOME ${PATH} $$ %n %% `id` ; \\ \\n #x ;y"
@@ -199,12 +199,7 @@ def unquotable_renders(tmp_path_factory):
     hosts = {variable.replace("_", "-"): dict(PLAIN, **{variable: value}) for variable, value in UNQUOTABLE.items()}
     run, out_dir = run_render(tmp_path_factory.mktemp("unquotable"), hosts)
     result = json.loads(run.stdout[run.stdout.index("{"):])
-    failed = {}
-    for play in result["plays"]:
-        for task in play["tasks"]:
-            for host, host_result in task["hosts"].items():
-                if host_result.get("failed"):
-                    failed[host] = host_result.get("msg", "")
+    failed = {host: found[-1][2] for host, found in failures_by_host(result).items()}
     return failed, out_dir
 
 
