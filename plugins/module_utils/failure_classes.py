@@ -14,44 +14,48 @@ class FailureClass:
     title: str
     restart_helps: bool
     why: str
+    # The exit status of the unit's supervisor when a start ends in this class (None: the
+    # supervisor never ends with it). systemd restarts a unit for every status except
+    # those of classes a restart cannot help (RestartPreventExitStatus=).
+    exit_code: object = None
 
 
 _CLASSES = (
     # Fatal log lines: decided within one poll.
     FailureClass("fatal_oom", "failed", "GPU out of memory", False,
                  "the same configuration runs out of memory again; lower --mem-fraction-static, "
-                 "context length or CUDA graph batch sizes"),
+                 "context length or CUDA graph batch sizes", exit_code=80),
     FailureClass("fatal_port_in_use", "failed", "HTTP port already in use", True,
-                 "helps once whatever holds the port is gone"),
+                 "helps once whatever holds the port is gone", exit_code=72),
     FailureClass("fatal_gpu_occupied", "failed", "GPU memory held by other processes", True,
-                 "helps after the leftover processes holding GPU memory are killed"),
+                 "helps after the leftover processes holding GPU memory are killed", exit_code=73),
     FailureClass("fatal_cuda_graph", "failed", "CUDA graph capture failed", False,
-                 "capture fails the same way; disable or shrink CUDA graphs"),
+                 "capture fails the same way; disable or shrink CUDA graphs", exit_code=81),
     FailureClass("fatal_warmup", "failed", "warmup request failed", False,
-                 "the model cannot serve a request with this configuration"),
+                 "the model cannot serve a request with this configuration", exit_code=82),
     FailureClass("fatal_packing", "failed", "error while repacking weights", True,
-                 "seen as transient in the incident: the next start came up"),
+                 "seen as transient in the incident: the next start came up", exit_code=74),
     FailureClass("fatal_checkpoint", "failed", "checkpoint unreadable or truncated", False,
-                 "the files on disk are damaged; re-download or restore them"),
+                 "the files on disk are damaged; re-download or restore them", exit_code=83),
     FailureClass("fatal_nccl", "failed", "NCCL / distributed error", False,
-                 "usually a host problem (P2P, IOMMU/ACS, a wedged GPU)"),
+                 "usually a host problem (P2P, IOMMU/ACS, a wedged GPU)", exit_code=84),
     FailureClass("fatal_watchdog", "failed", "scheduler watchdog timeout", False,
-                 "a rank hung inside a collective; the host needs a look"),
+                 "a rank hung inside a collective; the host needs a look", exit_code=85),
     FailureClass("fatal_error", "failed", "fatal error in the server log", True,
-                 "unknown cause; one restart is worth trying"),
+                 "unknown cause; one restart is worth trying", exit_code=71),
     FailureClass("process_exited", "failed", "server process exited", True,
-                 "the process died (exit 0 included); one restart is worth trying"),
+                 "the process died (exit 0 included); one restart is worth trying", exit_code=70),
     FailureClass("hang_after_ready", "failed", "server stopped answering after ready", True,
-                 "generation hangs; a restart clears a wedged scheduler"),
+                 "generation hangs; a restart clears a wedged scheduler", exit_code=75),
     # Stalls: nothing moves and a positive sign of waiting is present.
     FailureClass("stall_spin", "stalled", "GPUs spinning with nothing moving (hung collective)", False,
-                 "NCCL init / P2P / all-reduce hangs come back; fix the host or flags"),
+                 "NCCL init / P2P / all-reduce hangs come back; fix the host or flags", exit_code=86),
     FailureClass("stall_idle", "stalled", "every signal flat", True,
-                 "a stalled read or a lost wake-up; a fresh start usually proceeds"),
+                 "a stalled read or a lost wake-up; a fresh start usually proceeds", exit_code=76),
     FailureClass("stall_wait_stacks", "stalled", "all ranks parked in a wait (py-spy)", True,
-                 "ranks wait on each other; a fresh start usually proceeds"),
+                 "ranks wait on each other; a fresh start usually proceeds", exit_code=77),
     FailureClass("stall_no_progress", "stalled", "no progress for the longest allowed window", True,
-                 "no positive signature, only a very long silence"),
+                 "no positive signature, only a very long silence", exit_code=78),
     # Found before starting (preflight) or after stopping.
     FailureClass("gpu_busy_foreign", "preflight", "GPUs held by processes outside the unit", False,
                  "someone else's process; a human decides whether to kill it"),
@@ -66,8 +70,11 @@ _CLASSES = (
                  "two restarts of one host would stop each other's start; wait for the other, or break a dead one's lock"),
     FailureClass("remote_step_failed", "preflight", "a step of the restart failed on the host", False,
                  "stopping or starting the unit failed; a human looks at the host first"),
+    FailureClass("supervisor_config", "preflight", "the unit's supervisor cannot start the server", False,
+                 "its settings file is missing or invalid, or the server cannot be executed; re-run playbooks/site.yml",
+                 exit_code=64),
     FailureClass("probe_error", "stalled", "the probe could not observe the host", False,
-                 "without observations nothing can be decided; fix access to the host first"),
+                 "without observations nothing can be decided; fix access to the host first", exit_code=87),
 )
 
 FAILURE_CLASSES = {c.code: c for c in _CLASSES}
@@ -83,3 +90,29 @@ def failure_class(code):
 
 def restart_helps(code):
     return failure_class(code).restart_helps
+
+
+def exit_code(code):
+    """The supervisor's exit status for a reason code; KeyError when it never exits with it."""
+    status = failure_class(code).exit_code
+    if status is None:
+        raise KeyError("the supervisor never ends a start with %r" % code)
+    return status
+
+
+def class_of_exit_code(status):
+    """The class a supervisor exit status stands for, or None."""
+    for c in _CLASSES:
+        if c.exit_code is not None and c.exit_code == status:
+            return c
+    return None
+
+
+def supervisor_exit_classes():
+    """The classes the supervisor can end a start with, by exit status."""
+    return sorted((c for c in _CLASSES if c.exit_code is not None), key=lambda c: c.exit_code)
+
+
+def restart_prevent_exit_statuses():
+    """Exit statuses after which systemd must not restart the unit (a restart cannot help)."""
+    return [c.exit_code for c in supervisor_exit_classes() if not c.restart_helps]

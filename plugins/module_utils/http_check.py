@@ -5,8 +5,15 @@ import json
 import socket
 import time
 import urllib.error
+import urllib.request
 
-from ansible.module_utils.urls import open_url
+try:
+    from ansible.module_utils.urls import open_url
+except ImportError:
+    # The unit's supervisor runs on the host with the standard library only.
+    def open_url(url, data=None, method=None, headers=None, timeout=10):
+        request = urllib.request.Request(url, data=data, method=method, headers=headers or {})
+        return urllib.request.urlopen(request, timeout=timeout)
 
 TIMEOUT = "timeout"
 
@@ -25,6 +32,15 @@ def get_health(base_url, timeout_s=3.0):
         return e.code
     except (urllib.error.URLError, OSError) as e:
         return TIMEOUT if _is_timeout(e) else None
+
+
+def get_text(base_url, path, timeout_s=3.0):
+    """The body of GET path as text, or None (no answer, an error status, a timeout)."""
+    try:
+        with open_url(base_url.rstrip("/") + path, timeout=timeout_s) as r:
+            return r.read(4 * 2**20).decode("utf-8", "replace") if r.status == 200 else None
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
 
 
 def post_completion(base_url, model, api_key=None, timeout_s=10.0, prompt="Hello"):

@@ -1,0 +1,136 @@
+"""Watch one start of the unit: probe every poll_s, feed the detector, print progress,
+stop at a final verdict. Run by the restart action on the controller and by the unit's
+supervisor on the host; the probe and output are injected (probe, emit), so the loop
+runs in unit tests with a fake probe, a fake clock and a real detector.
+"""
+from dataclasses import dataclass, field
+
+from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_writer import relative_observation
+
+FINAL_VERDICTS = ("ready", "stalled", "failed")
+
+
+@dataclass
+class WatchOutcome:
+    verdict: str          # ready | stalled | failed | probe_error
+    phase: str
+    reason_code: str
+    reason: str
+    t: float              # seconds since the watch began when the verdict was reached
+    polls: int
+    assessment: dict = field(default_factory=dict)
+    last_observation: dict = field(default_factory=dict)
+    probe_cost: dict = field(default_factory=dict)   # totals of the probe's own cost
+
+    @property
+    def ready(self):
+        return self.verdict == "ready"
+
+    def to_dict(self):
+        return {"verdict": self.verdict, "phase": self.phase, "reason_code": self.reason_code,
+                "reason": self.reason, "t": self.t, "polls": self.polls}
+
+
+def completion_ok(observation):
+    http = observation.get("http") or {}
+    completion = http.get("completion")
+    return isinstance(completion, dict) and completion.get("ok") is True
+
+
+def _add_cost(totals, cost):
+    for key, value in (cost or {}).items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            totals[key] = round(totals.get(key, 0) + value, 6)
+
+
+def _assessment_dict(a):
+    return a.to_dict() if hasattr(a, "to_dict") else dict(a)
+
+
+class StartWatch:
+    """One attempt's watch.
+
+    probe(cursor, want_stacks) -> the probe module's result dict (observation, cursor,
+        missing, cost; failed/msg when it failed).
+    make_detector(gpus) -> a Detector; built on the first observation, when the GPU
+        count is known.
+    open_trace(gpus) -> a TraceWriter (or anything with append()).
+    emit(text) -> prints one progress line.
+    format_progress(assessment, elapsed_s) -> the line's text.
+    """
+
+    def __init__(self, probe, make_detector, open_trace, emit, format_progress, clock, sleep,
+                 poll_s, start_timeout_s, gpus=None, max_probe_failures=3):
+        self.probe = probe
+        self.make_detector = make_detector
+        self.open_trace = open_trace
+        self.emit = emit
+        self.format_progress = format_progress
+        self.clock = clock
+        self.sleep = sleep
+        self.poll_s = float(poll_s)
+        self.start_timeout_s = float(start_timeout_s)
+        self.gpus = gpus
+        self.max_probe_failures = max_probe_failures
+
+    def run(self, t0, cursor=None):
+        state = {"trace": None}
+        try:
+            return self._run(t0, cursor, state)
+        finally:
+            if state["trace"] is not None and hasattr(state["trace"], "close"):
+                state["trace"].close()
+
+    def _run(self, t0, cursor, state):
+        detector = None
+        trace = None
+        want_stacks = False
+        probe_failures = 0
+        polls = 0
+        last_obs, last_a = {}, None
+        cost_totals = {}
+        while True:
+            poll_began = self.clock()
+            result = self.probe(cursor, want_stacks)
+            if result.get("failed") or result.get("unreachable") or "observation" not in result:
+                probe_failures += 1
+                if probe_failures >= self.max_probe_failures:
+                    return WatchOutcome(
+                        "probe_error", getattr(last_a, "phase", "starting"), "probe_error",
+                        "the probe failed %d times in a row: %s" % (probe_failures, result.get("msg", "no observation")),
+                        round(self.clock() - t0, 3), polls, _assessment_dict(last_a) if last_a else {},
+                        last_obs, cost_totals)
+                self.sleep(self.poll_s)
+                continue
+            probe_failures = 0
+            polls += 1
+            cursor = result.get("cursor", cursor)
+            _add_cost(cost_totals, result.get("cost"))
+            obs = relative_observation(result["observation"], t0)
+            if result.get("missing"):
+                obs["missing"] = result["missing"]
+            if detector is None:
+                gpus = self.gpus if self.gpus is not None else len(obs.get("gpus") or [])
+                detector = self.make_detector(gpus)
+                trace = state["trace"] = self.open_trace(gpus)
+            trace.append(obs)
+            a = detector.observe(obs)
+            last_obs, last_a = obs, a
+            elapsed_s = obs["t"]
+            self.emit(self.format_progress(a, elapsed_s))
+            want_stacks = bool(getattr(a, "want_stacks", False))
+            verdict = a.verdict
+            if verdict == "ready" and not completion_ok(obs):
+                # The detector may call a healthy /health ready; the product's promise is
+                # a real completion, so keep polling until one succeeds.
+                verdict = "ready_pending"
+            if verdict in FINAL_VERDICTS:
+                return WatchOutcome(verdict, a.phase, a.reason_code, a.reason, obs["t"], polls,
+                                    _assessment_dict(a), obs, cost_totals)
+            if self.clock() - t0 >= self.start_timeout_s:
+                return WatchOutcome(
+                    "stalled", a.phase, "stall_no_progress",
+                    "not ready after start_timeout_s=%.0f s (the hard upper bound); last: %s"
+                    % (self.start_timeout_s, a.reason),
+                    obs["t"], polls, _assessment_dict(a), obs, cost_totals)
+            self.sleep(max(0.0, self.poll_s - (self.clock() - poll_began)))

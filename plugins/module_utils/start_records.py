@@ -1,0 +1,147 @@
+"""The per-start folders the unit's supervisor writes on the host (docs/architecture.md):
+
+<root>/                         /var/lib/sglang-ops/starts by default
+  <stamp>/                      one start: UTC yyyymmddTHHMMSSZ-<supervisor PID>
+    trace.jsonl                 the start as sglang-trace/1, one observation per poll
+    verdict.json                the start's record, rewritten whole (atomically) as it goes
+    diagnostics/<name>.txt      written before a failed start's server is stopped
+  current -> <stamp>            the start in progress, or the last one
+
+verdict.json: verdict (running | ready | stalled | failed | stopped), phase, reason_code,
+reason, exit_code, started_at / ended_at (epoch s; ended_at null while running),
+ready_after_s, phase_durations {phase: s}, polls, restarts (systemd's NRestarts when
+known), unit, progress (the last progress line). Only the last `keep` folders stay.
+Read by `bin/sglang-ops status`, the incident report, the restart action and metrics.
+"""
+import json
+import os
+import re
+import time
+
+from ansible_collections.sglang_ops.serving.plugins.module_utils.redaction import redact
+
+DEFAULT_ROOT = "/var/lib/sglang-ops/starts"
+CURRENT = "current"
+VERDICT = "verdict.json"
+TRACE = "trace.jsonl"
+DIAGNOSTICS = "diagnostics"
+_STAMP = re.compile(r"^\d{8}T\d{6}Z-\d+$")
+FINAL = ("ready", "stalled", "failed", "stopped")
+
+
+def stamp(epoch_s, pid):
+    return "%s-%d" % (time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(epoch_s)), pid)
+
+
+def _write_atomic(path, text):
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+def start_dirs(root):
+    """Names of the start folders under root, oldest first."""
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return []
+    return sorted(n for n in names if _STAMP.match(n) and os.path.isdir(os.path.join(root, n)))
+
+
+class StartRecord:
+    """The folder of one start; created, pointed at by `current`, older ones pruned."""
+
+    def __init__(self, root, started_at, pid, keep=20):
+        self.root = root
+        self.name = stamp(started_at, pid)
+        self.path = os.path.join(root, self.name)
+        os.makedirs(self.path, exist_ok=True)
+        self._point_current()
+        self._prune(max(1, int(keep)))
+        self.record = {"verdict": "running", "phase": "starting", "reason_code": "starting", "reason": "",
+                       "exit_code": None, "started_at": round(started_at, 3), "ended_at": None,
+                       "ready_after_s": None, "phase_durations": {}, "polls": 0, "restarts": None,
+                       "progress": "", "unit": None}
+
+    @property
+    def trace_path(self):
+        return os.path.join(self.path, TRACE)
+
+    def _point_current(self):
+        link = os.path.join(self.root, CURRENT)
+        tmp = "%s.%d.tmp" % (link, os.getpid())
+        try:
+            os.symlink(self.name, tmp)
+            os.replace(tmp, link)
+        except OSError:
+            pass   # readers fall back to the newest folder
+
+    def _prune(self, keep):
+        for name in start_dirs(self.root)[:-keep]:
+            _remove_tree(os.path.join(self.root, name))
+
+    def update(self, **fields):
+        self.record.update(fields)
+        _write_atomic(os.path.join(self.path, VERDICT), json.dumps(self.record, indent=1, sort_keys=True) + "\n")
+
+    def write_diagnostic(self, name, text):
+        folder = os.path.join(self.path, DIAGNOSTICS)
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, name + ".txt")
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(redact(text))
+        return path
+
+
+def _remove_tree(path):
+    for dirpath, dirnames, filenames in os.walk(path, topdown=False):
+        for f in filenames:
+            os.unlink(os.path.join(dirpath, f))
+        for d in dirnames:
+            os.rmdir(os.path.join(dirpath, d))
+    os.rmdir(path)
+
+
+def read_record(root, name):
+    """verdict.json of one start with `dir` added; None when absent or unreadable."""
+    try:
+        with open(os.path.join(root, name, VERDICT), encoding="utf-8") as fh:
+            record = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict):
+        return None
+    record["dir"] = os.path.join(root, name)
+    return record
+
+
+def recent_starts(root=DEFAULT_ROOT, limit=5):
+    """The last `limit` starts' records, newest first."""
+    out = []
+    for name in reversed(start_dirs(root)):
+        record = read_record(root, name)
+        if record is not None:
+            out.append(record)
+        if len(out) >= limit:
+            break
+    return out
+
+
+def current_name(root=DEFAULT_ROOT):
+    """The folder name `current` points at (the newest folder when the link is missing)."""
+    try:
+        name = os.readlink(os.path.join(root, CURRENT))
+    except OSError:
+        names = start_dirs(root)
+        return names[-1] if names else None
+    return os.path.basename(name) if _STAMP.match(os.path.basename(name)) else None
+
+
+def phase_durations(phase_entries, end_t):
+    """{phase: seconds} from [(phase, entered_t)] in order, the last one up to end_t."""
+    out = {}
+    for i, (phase, t) in enumerate(phase_entries):
+        nxt = phase_entries[i + 1][1] if i + 1 < len(phase_entries) else end_t
+        out[phase] = round(out.get(phase, 0.0) + max(0.0, nxt - t), 1)
+    return out
