@@ -139,9 +139,12 @@ def current_name(root=DEFAULT_ROOT):
 
 
 def phase_durations(phase_entries, end_t):
-    """{phase: seconds} from [(phase, entered_t)] in order, the last one up to end_t."""
+    """{phase: seconds} from [(phase, entered_t)] in order, the last one up to end_t;
+    ready is where the start ends, not a phase of it."""
     out = {}
     for i, (phase, t) in enumerate(phase_entries):
+        if phase == "ready":
+            continue
         nxt = phase_entries[i + 1][1] if i + 1 < len(phase_entries) else end_t
         out[phase] = round(out.get(phase, 0.0) + max(0.0, nxt - t), 1)
     return out
