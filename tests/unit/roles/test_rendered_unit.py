@@ -7,7 +7,7 @@ import stat
 import pytest
 
 from conftest import (TEST_API_KEY, exec_start_argv, group_vars, parse_with_real_sglang, render_units,
-                      server_flags)
+                      server_flags, setting)
 
 PRODUCTION_EXTRA = {"vault_sglang_api_key": TEST_API_KEY}
 HOSTILE_KEY = "k$y with \"quotes\", 'single', \\ and `ticks` %n #no: comment ${HOME}"
@@ -21,9 +21,10 @@ def units(tmp_path_factory):
     quoting = dict(production, sglang_service_extra_args=[["--chat-template", "/etc/sglang/it's 100%.jinja"]],
                    sglang_service_api_key=HOSTILE_KEY)
     demo_no_key = dict(demo, sglang_service_api_key="")
+    unsupervised = dict(production, sglang_service_supervisor=False)
     return render_units(tmp_path_factory.mktemp("render"), {
         "production": production, "demo": demo, "renamed-flag": renamed_flag, "quoting": quoting,
-        "demo-no-key": demo_no_key})
+        "demo-no-key": demo_no_key, "unsupervised": unsupervised})
 
 
 def local_flags(rendered):
@@ -104,8 +105,35 @@ def test_values_with_quotes_and_percent_survive_systemd_parsing(units):
     assert flags[-2:] == ["--chat-template", "/etc/sglang/it's 100%.jinja"]
 
 
-def test_server_runs_as_exec_of_bash_so_it_stays_main_pid(units):
+def test_supervisor_is_main_pid_and_runs_the_server_as_its_child(units):
     argv = exec_start_argv(units["production"][0])
+    assert argv[:6] == ["/usr/bin/python3", "-I", "/usr/lib/sglang-ops/sglang-supervisor",
+                        "--settings", "/etc/sglang/sglang-k26-ddtree.supervisor.json", "--"]
+    assert argv[6:9] == ["/opt/sglang/venv/bin/python", "-m", "sglang.launch_server"]
+    assert "/bin/bash" not in units["production"][0]
+
+
+def test_supervised_unit_lets_systemd_restart_only_what_a_restart_can_help(units):
+    from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import (
+        restart_prevent_exit_statuses)
+    unit = units["production"][0]
+    (prevent,) = setting(unit, "Service", "RestartPreventExitStatus")
+    assert [int(v) for v in prevent.split()] == restart_prevent_exit_statuses()
+    (watchdog,) = setting(unit, "Service", "WatchdogSec")
+    assert int(watchdog) > 3 * (30 + 60)       # the supervisor decides a hang before systemd's watchdog fires
+    assert setting(unit, "Service", "StateDirectory") == ["sglang-ops/starts"]
+    assert setting(unit, "Service", "TimeoutStartSec") == ["900"]
+
+
+def test_unsupervised_unit_is_the_plain_unit_of_earlier_releases(units):
+    unit = units["unsupervised"][0]
+    for line in ("Type=exec", "Restart=always", "TimeoutStartSec=infinity"):
+        assert line in unit.splitlines()
+    assert "WatchdogSec" not in unit and "RestartPreventExitStatus" not in unit
+
+
+def test_server_runs_as_exec_of_bash_so_it_stays_main_pid(units):
+    argv = exec_start_argv(units["unsupervised"][0])
     assert argv[:2] == ["/bin/bash", "-c"]
     assert argv[2].startswith('exec "$0" "$@"')
     assert ('> >(exec "$0" -I /usr/local/libexec/sglang-ops/sglang-log-filter /etc/sglang/sglang-k26-ddtree.yaml) 2>&1'
@@ -114,7 +142,8 @@ def test_server_runs_as_exec_of_bash_so_it_stays_main_pid(units):
 
 
 @pytest.mark.parametrize("setting", [
-    "KillMode=control-group", "TimeoutStopSec=120", "Restart=always", "RestartSec=30",
+    "KillMode=control-group", "TimeoutStopSec=120", "Restart=on-failure", "RestartSec=30",
+    "Type=notify", "NotifyAccess=main",
     "StartLimitBurst=3", "StartLimitIntervalSec=3600", "CPUAccounting=yes", "IOAccounting=yes",
     "MemoryAccounting=yes", "Environment=PYTHONUNBUFFERED=1", "SyslogIdentifier=sglang-k26-ddtree",
     'Environment="SGLANG_CACHE_DIR=/var/cache/sglang/sglang"',

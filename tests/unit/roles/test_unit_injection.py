@@ -63,7 +63,9 @@ HOSTILE = {
 
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory):
-    units = render_units(tmp_path_factory.mktemp("hostile"), {"plain": PLAIN, "hostile": dict(PLAIN, **HOSTILE)})
+    units = render_units(tmp_path_factory.mktemp("hostile"), {
+        "plain": PLAIN, "hostile": dict(PLAIN, **HOSTILE),
+        "hostile-bash": dict(PLAIN, sglang_service_supervisor=False, **HOSTILE)})
     return {name: text for name, (text, _config) in units.items()}
 
 
@@ -123,11 +125,18 @@ def test_environment_comes_back_as_written(rendered):
     assert env["PYTHONUNBUFFERED"] == "1"
 
 
-def test_exec_start_hands_the_server_every_flag_as_written(rendered):
-    argv = exec_start_argv(rendered["hostile"])
-    assert argv[:2] == ["/bin/bash", "-c"]
-    assert argv[3:6] == [HOSTILE["sglang_service_python"], "-m", "sglang.launch_server"]
-    flags = argv[6:]
+@pytest.mark.parametrize("host", ["hostile", "hostile-bash"])
+def test_exec_start_hands_the_server_every_flag_as_written(rendered, host):
+    argv = exec_start_argv(rendered[host])
+    if host == "hostile-bash":
+        assert argv[:2] == ["/bin/bash", "-c"]
+        argv = argv[3:]
+    else:
+        config_dir, unit = HOSTILE["sglang_service_config_dir"], HOSTILE["sglang_service_unit_name"]
+        assert argv[3:6] == ["--settings", config_dir + "/" + unit + ".supervisor.json", "--"]
+        argv = argv[6:]
+    assert argv[:3] == [HOSTILE["sglang_service_python"], "-m", "sglang.launch_server"]
+    flags = argv[3:]
     assert flags[:2] == ["--config", HOSTILE["sglang_service_config_dir"] + "/" + HOSTILE["sglang_service_unit_name"] + ".yaml"]
     for flag, variable in (("--model-path", "sglang_service_model_path"), ("--host", "sglang_service_host"),
                            ("--served-model-name", "sglang_service_served_model_name"),
@@ -145,7 +154,7 @@ def test_bash_runs_the_server_and_the_log_filter_with_the_argv_meant(rendered, t
     recorder.write_text("#!/usr/bin/env python3\nimport json, sys\nprint(json.dumps(sys.argv[1:]), flush=True)\n"
                         "if sys.argv[1:2] == ['-I']:\n    sys.stdout.write(sys.stdin.read())\n")
     recorder.chmod(0o755)
-    argv = exec_start_argv(rendered["hostile"])
+    argv = exec_start_argv(rendered["hostile-bash"])
     run = subprocess.run(["/bin/bash", "-c", argv[2], str(recorder)] + argv[4:], capture_output=True, text=True,
                          timeout=30, check=False)
     assert run.returncode == 0, run.stderr
