@@ -7,7 +7,8 @@
     diagnostics/<name>.txt      written before a failed start's server is stopped
   current -> <stamp>            the start in progress, or the last one
 
-verdict.json: verdict (running | ready | stalled | failed | stopped), phase, reason_code,
+verdict.json: verdict (running | ready | stalled | failed | stopped; readers call a
+"running" start that is not the current one "interrupted": its supervisor was killed), phase, reason_code,
 reason, exit_code, started_at / ended_at (epoch s; ended_at null while running),
 ready_after_s, phase_durations {phase: s}, polls, restarts (systemd's NRestarts when
 known), unit, progress (the last progress line). Only the last `keep` folders stay.
@@ -117,10 +118,14 @@ def read_record(root, name):
 
 
 def recent_starts(root=DEFAULT_ROOT, limit=5):
-    """The last `limit` starts' records, newest first."""
+    """The last `limit` starts' records, newest first. A start still "running" that is not
+    the current one ended without a verdict: its supervisor was killed."""
     out = []
+    current = current_name(root)
     for name in reversed(start_dirs(root)):
         record = read_record(root, name)
+        if record is not None and record.get("verdict") == "running" and name != current:
+            record.update(verdict="interrupted", reason="the supervisor ended without a verdict (killed)")
         if record is not None:
             out.append(record)
         if len(out) >= limit:

@@ -33,7 +33,7 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils import (
 from ansible_collections.sglang_ops.serving.plugins.module_utils.api_key_config import read_api_key
 from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Detector, fmt_duration
 from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings
-from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import exit_code
+from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import class_of_exit_code, exit_code
 from ansible_collections.sglang_ops.serving.plugins.module_utils.probe import ProbeRequest, probe
 from ansible_collections.sglang_ops.serving.plugins.module_utils.progress_line import SEP, progress_line
 from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_writer import TraceWriter, trace_header
@@ -414,4 +414,15 @@ def main(argv, notifier=None):
     sup = Supervisor(settings, argv[3:], notifier=notifier)
     signal.signal(signal.SIGTERM, lambda *_: sup.stop_requested.set())
     signal.signal(signal.SIGINT, lambda *_: sup.stop_requested.set())
-    return sup.run()
+    status = sup.run()
+    sup.say(exit_words(status))
+    return status
+
+
+def exit_words(status):
+    """The supervisor's last journal line: its exit status and what systemd does next."""
+    cls = class_of_exit_code(status)
+    if cls is None:
+        return "exit %d" % status
+    return "exit %d: %s (%s); %s" % (status, cls.code, cls.title, (
+        "systemd restarts the unit" if cls.restart_helps else "a restart cannot help, the unit stays failed: " + cls.why))
