@@ -46,8 +46,12 @@ _VENV_PYTHON = re.compile(r"(/[^\s;'\"]+?)/bin/python[0-9.]*\b")
 
 
 def venv_prefix(exec_start):
-    """The venv the unit runs Python from, read off ExecStart (also inside `bash -c '...'`)."""
-    m = _VENV_PYTHON.search(exec_start or "")
+    """The venv the unit runs Python from, read off ExecStart (also inside `bash -c '...'`,
+    and after the supervisor's `--`, where the server's command begins)."""
+    exec_start = exec_start or ""
+    if "sglang-supervisor" in exec_start and " -- " in exec_start:
+        exec_start = exec_start.split(" -- ", 1)[1]
+    m = _VENV_PYTHON.search(exec_start)
     return m.group(1) if m else None
 
 

@@ -12,7 +12,7 @@ import signal
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils import restart_policy
 from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import FAILURE_CLASSES
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils import host_checks, host_lock
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils import host_checks, host_lock, supervised_restart
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import iso_utc, redact_secrets
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart_watch import StartWatch
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.trace_writer import (
@@ -262,6 +262,9 @@ class RestartProcedure:
             self.stage = "prewarm (the old instance still serving)"
             self.record["prewarm"] = self._prewarm(dict(self.args["prewarm"]))
 
+        if supervised_restart.is_supervised(props):
+            return self._supervised()
+
         max_attempts = self.args["max_attempts"]
         earlier_codes = []
         for n in range(1, max_attempts + 1):
@@ -301,6 +304,41 @@ class RestartProcedure:
                                        because=decision.reason, verdict=outcome.verdict)
             self.emit("automatic restart: " + decision.reason)
         raise AssertionError("unreachable: the policy hands over when attempts are exhausted")
+
+    def _supervised(self):
+        """A unit with its own supervisor: restart it once and stream what the supervisor
+        decides; systemd restarts the unit when that can help. One decider per start."""
+        self.stage = "restarting %s and following its supervisor" % self.unit
+        self.record["decided_by"] = "supervisor"
+        watch = supervised_restart.SupervisedRestart(
+            self.unit, self.shell, self.emit, self.clock, self.sleep, self.artifacts,
+            self.args["poll_s"], self.args["start_timeout_s"])
+        self.changed = True
+        try:
+            res = watch.run()
+        except (RuntimeError, ValueError) as exc:
+            raise RemoteStepFailed("%s: %s" % (self.host, exc))
+        finally:
+            self.record["attempts"] = watch.attempts
+        last = res["last"] or {}
+        if res["outcome"] == "ready":
+            self.emit("ready after %s: decided by the unit's supervisor" % _count(len(watch.attempts), "start"))
+            return self._finish("ready", "ready", "ready", last.get("reason"))
+        if res["outcome"] == "timeout":
+            return self._hand_over(last.get("phase") or "starting", "stall_no_progress",
+                                   "no start was ready within start_timeout_s=%.0f s; last: %s" % (
+                                       self.args["start_timeout_s"], last.get("progress") or last.get("reason") or "none"),
+                                   because="start_timeout_s passed; the unit's supervisor still decides its start, "
+                                           "nothing was stopped")
+        code = last.get("reason_code") or "process_exited"
+        props = res["props"]
+        why = ("a restart cannot help (%s)" % FAILURE_CLASSES[code].why
+               if code in FAILURE_CLASSES and not FAILURE_CLASSES[code].restart_helps
+               else "systemd's start limit (StartLimitBurst) was reached")
+        return self._hand_over(last.get("phase") or "starting", code, last.get("reason") or "",
+                               because="systemd left %s %s/%s: %s" % (
+                                   self.unit, props.get("ActiveState"), props.get("Result"), why),
+                               verdict=last.get("verdict"))
 
     def _prewarm(self, options):
         step_s = float(options.pop("step_s", 10.0))
