@@ -116,3 +116,14 @@ def supervisor_exit_classes():
 def restart_prevent_exit_statuses():
     """Exit statuses after which systemd must not restart the unit (a restart cannot help)."""
     return [c.exit_code for c in supervisor_exit_classes() if not c.restart_helps]
+
+
+def exit_status_table():
+    """The supervisor's exit statuses as the Markdown table docs/runbook.md carries
+    (a unit test keeps the two equal)."""
+    rows = ["| exit status | reason code | what | systemd restarts the unit |",
+            "| --- | --- | --- | --- |"]
+    for c in supervisor_exit_classes():
+        rows.append("| %d | [`%s`](#%s) | %s | %s |" % (
+            c.exit_code, c.code, c.code, c.title, "yes" if c.restart_helps else "no (RestartPreventExitStatus)"))
+    return "\n".join(rows) + "\n"
