@@ -198,7 +198,19 @@ class RestartProcedure:
                     "unit_state": obs.get("unit"), "missing": result.get("missing", {}),
                     "msg": "%s: %s; %s" % (self.host, a.reason, would)})
         res["verdict"] = a.verdict
+        if supervised_restart.is_supervised(props):
+            res["supervised"] = True
+            res["recent_starts"] = self._recent_starts()
+            res["recent_starts_summary"] = [supervised_restart.start_summary(r) for r in res["recent_starts"]]
         return res
+
+    def _recent_starts(self, limit=5):
+        """The supervisor's last starts on the host (verdict.json of each), newest first."""
+        rc, out, dummy_err = self.shell(supervised_restart.read_cmd(self.unit, limit=limit), 60)
+        try:
+            return supervised_restart.parse_read(out)[1]["starts"] if rc == 0 else []
+        except (ValueError, KeyError, IndexError):
+            return []
 
     def _lock_holder(self):
         """Who holds the host's restart lock (words), or None; reads only."""

@@ -13,6 +13,7 @@ import os
 import shlex
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils import start_records
+from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import fmt_duration
 from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import FAILURE_CLASSES
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import host_checks
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import redact_secrets
@@ -86,6 +87,24 @@ def verdict_words(record):
     return "%s in %s after %.0f s: %s (%s)" % (
         str(record.get("verdict", "")).upper(), record.get("phase"),
         _duration(record), title, record.get("reason") or "")
+
+
+def start_summary(record):
+    """One line per start for `status`: when, outcome, how long each phase took, why."""
+    when = os.path.basename(record.get("dir") or "?")
+    verdict = record.get("verdict")
+    phases = ", ".join("%s %s" % (p, fmt_duration(s)) for p, s in (record.get("phase_durations") or {}).items())
+    if verdict == "ready":
+        words = "ready after %s" % fmt_duration(record.get("ready_after_s"))
+        if record.get("reason_code") not in (None, "ready"):
+            words += ", then %s (exit %s): %s" % (record.get("reason_code"), record.get("exit_code"), record.get("reason"))
+    elif verdict == "running":
+        words = "running: %s" % (record.get("progress") or record.get("phase"))
+    else:
+        words = "%s in %s after %s: %s%s: %s" % (
+            verdict, record.get("phase"), fmt_duration(_duration(record)), record.get("reason_code"),
+            "" if record.get("exit_code") is None else " (exit %s)" % record.get("exit_code"), record.get("reason") or "")
+    return "%s  %s%s" % (when, words, "  [%s]" % phases if phases else "")
 
 
 def _duration(record):
