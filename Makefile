@@ -8,7 +8,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 # Molecule scenarios run by `make test`, in this order.
 MOLECULE_SCENARIOS ?= default supervise restart
 
-.PHONY: help venv podman image unit detector lint collection sanity units molecule test demo bench bench-restart clean
+.PHONY: help venv podman image unit detector lint collection sanity units molecule test demo bench bench-restart bench-supervisor clean
 
 help:
 	@echo "make demo           restart the local demo host with an injected stall (README)"
@@ -17,6 +17,7 @@ help:
 	@echo "make collection     build the collection tarball and list what is inside"
 	@echo "make bench          detector benchmark on the trace corpus, beside the reference watchers, and perturbed"
 	@echo "make bench-restart  restart downtime, cold page cache against prewarmed"
+	@echo "make bench-supervisor  the unit supervisor's own CPU per poll and memory, on the stand-in with 8 ranks"
 
 venv: $(VENV)/.installed
 
@@ -74,6 +75,9 @@ bench: venv
 
 bench-restart: venv image
 	$(PY) bench/restart_downtime.py
+
+bench-supervisor: venv
+	$(PY) bench/supervisor_cost.py
 
 clean:
 	rm -rf $(VENV) .cache

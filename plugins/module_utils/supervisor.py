@@ -173,6 +173,8 @@ class Supervisor:
         self.last_line = ""
         self.last_obs = {}
         self.cpu0 = _cpu_s()
+        self.cpu_last = None
+        self.cpu_max_poll = 0.0
 
     # ------------------------------------------------------------------ output
     def say(self, text):
@@ -253,8 +255,16 @@ class Supervisor:
             hook(obs, a, self.record.record)
 
     def _own_cost(self):
+        """The supervisor's own CPU (with the probe's commands: nvidia-smi, py-spy) from one
+        poll to the next, and its peak memory; read while the server runs (its CPU would
+        count once it is reaped)."""
+        now = _cpu_s()
+        poll_cpu = now - (self.cpu_last if self.cpu_last is not None else self.cpu0)
+        self.cpu_last = now
+        self.cpu_max_poll = max(self.cpu_max_poll, poll_cpu)
         polls = max(1, self.record.record["polls"])
-        return {"cpu_s": round(_cpu_s() - self.cpu0, 3), "cpu_s_per_poll": round((_cpu_s() - self.cpu0) / polls, 4),
+        return {"cpu_s": round(now - self.cpu0, 3), "cpu_s_per_poll": round((now - self.cpu0) / polls, 4),
+                "cpu_s_last_poll": round(poll_cpu, 4), "cpu_s_max_poll": round(self.cpu_max_poll, 4),
                 "max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)}
 
     # ------------------------------------------------------------------ the start
@@ -325,8 +335,7 @@ class Supervisor:
                            # after ready the durations stay those of the start
                            phase_durations=self.record.record["phase_durations"]
                            if self.record.record["ready_after_s"] is not None
-                           else start_records.phase_durations(self.phase_entries, end_t),
-                           supervisor=self._own_cost())
+                           else start_records.phase_durations(self.phase_entries, end_t))
         return status
 
     def _fail(self, verdict, phase, code, reason, assessment=None):
@@ -398,7 +407,8 @@ def _generated_tokens(base_url):
 
 def _cpu_s():
     own = resource.getrusage(resource.RUSAGE_SELF)
-    return own.ru_utime + own.ru_stime
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)   # the probe's commands, reaped each poll
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def main(argv, notifier=None):
