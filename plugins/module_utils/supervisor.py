@@ -339,6 +339,8 @@ class Supervisor:
         return status
 
     def _fail(self, verdict, phase, code, reason, assessment=None):
+        if self.stop_requested.is_set():
+            raise _Stopped()   # systemd's SIGTERM reached the server too: a stop, not a failure
         status = exit_code(code)
         line = "%s in %s: %s (%s, exit %d)" % (verdict, phase, code, reason, status)
         self.say(line + "; diagnostics in %s/diagnostics" % self.record.path)
