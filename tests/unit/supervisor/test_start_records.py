@@ -44,7 +44,8 @@ def test_the_host_reader_the_restart_action_runs_reads_the_records(tmp_path):
     """read_cmd's Python part, run by a real python3 -I against a real folder."""
     rec = sr.StartRecord(str(tmp_path / "starts"), 1796000000, 7)
     rec.update(verdict="stalled", phase="weight_load", reason_code="stall_idle", exit_code=76, ended_at=1796000090)
-    repo_collections = os.path.join(os.path.dirname(__file__), "..", "..", "..", "collections")
+    # the folder holding ansible_collections/, in a checkout and in an installed collection alike
+    repo_collections = os.path.abspath(os.path.join(os.path.dirname(sr.__file__), *[".."] * 5))
     cmd = supervised_restart.read_cmd("sglang-x", str(tmp_path / "starts"))
     script = cmd.split("echo '---'; ", 1)[1].replace(supervised_restart.LIB_DIR, os.path.abspath(repo_collections))
     out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True).stdout
