@@ -27,7 +27,7 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "collections")]
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Detector  # noqa: E402
 from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings  # noqa: E402
-from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import UNSTATED_POLL_S, read_trace  # noqa: E402
+from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import read_trace  # noqa: E402
 from sglang_ops_cli.commands.replay import replay  # noqa: E402
 
 MIN_OBS_PER_S = 10000
@@ -79,7 +79,7 @@ def throughput(traces, rounds=3):
     for _ in range(rounds):
         fed, start = 0, time.perf_counter()
         for header, obs in traces:
-            det = Detector(DetectorSettings(), gpus=header.get("gpus"), poll_s=header.get("poll_s", UNSTATED_POLL_S))
+            det = Detector(DetectorSettings())
             for o in obs:
                 fed += 1
                 if det.observe(o).final:

@@ -18,7 +18,6 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settin
 from ansible_collections.sglang_ops.serving.plugins.module_utils.durations import fmt_duration
 from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import FAILURE_CLASSES, FINAL_VERDICTS
 from ansible_collections.sglang_ops.serving.plugins.module_utils.phases import PhaseModel
-from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import UNSTATED_POLL_S
 from ansible_collections.sglang_ops.serving.plugins.module_utils.sglang_dialect import bar_kind
 
 
@@ -102,10 +101,10 @@ class _Clock:
 
 
 class Detector:
-    def __init__(self, settings=None, gpus=None, poll_s=UNSTATED_POLL_S):
+    """Everything it needs comes with the observations; the thresholds are the settings."""
+
+    def __init__(self, settings=None):
         self.settings = settings or DetectorSettings()
-        self.gpus = gpus
-        self.poll_s = poll_s
         self.phases = PhaseModel()
         self._final = None
         self._polls = 0

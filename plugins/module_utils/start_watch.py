@@ -43,7 +43,8 @@ def detector_factory(overrides, poll_s):
     settings = DetectorSettings().with_overrides(dict(overrides or {}))
 
     def make_detector(gpus):
-        return Detector(settings, gpus=gpus, poll_s=poll_s)
+        del gpus  # the detector reads the GPU count off each observation
+        return Detector(settings)
     return make_detector, settings
 
 

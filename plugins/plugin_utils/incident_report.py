@@ -42,7 +42,7 @@ def replay(header, observations, settings=None):
         except (ValueError, TypeError):
             # settings from a newer or older release: replay with today's defaults
             base = DetectorSettings()
-    det = Detector(base, gpus=int(header.get("gpus") or 1), poll_s=float(header.get("poll_s") or trace_format.UNSTATED_POLL_S))
+    det = Detector(base)
     return [det.observe(obs).to_dict() for obs in observations]
 
 

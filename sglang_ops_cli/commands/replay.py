@@ -12,7 +12,7 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import
 from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings
 from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import UNDECIDED
 from ansible_collections.sglang_ops.serving.plugins.module_utils.progress_line import progress_line
-from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import UNSTATED_POLL_S, TraceFormatError, read_trace
+from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import TraceFormatError, read_trace
 
 HELP = "replay a recorded start (sglang-trace/1) through the stall detector"
 
@@ -36,7 +36,7 @@ def parse_overrides(pairs):
 
 def replay(header, observations, settings, on_assessment=None):
     """The verdict dict of the replay contract for one trace."""
-    det = Detector(settings, gpus=header.get("gpus"), poll_s=float(header.get("poll_s", UNSTATED_POLL_S)))
+    det = Detector(settings)
     last = None
     for obs in observations:
         last = det.observe(obs)
