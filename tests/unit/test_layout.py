@@ -59,10 +59,9 @@ def test_module_utils_never_imports_controller_code():
 
 
 def _definitions(pattern):
-    """Files of plugins/ (and the CLI, where present) whose text matches a definition."""
-    roots = [PLUGINS] + [d for d in (ROOT / "sglang_ops_cli",) if d.is_dir()]
+    """Files of plugins/ whose text matches a definition."""
     rx = re.compile(pattern, re.M)
-    return sorted(str(p.relative_to(ROOT)) for r in roots for p in r.rglob("*.py") if rx.search(p.read_text(encoding="utf-8")))
+    return sorted(str(p.relative_to(ROOT)) for p in PLUGINS.rglob("*.py") if rx.search(p.read_text(encoding="utf-8")))
 
 
 def test_each_vocabulary_has_one_definition():
