@@ -213,10 +213,15 @@ def diagnostics_cmds(unit, since_epoch_s, venv):
         "processes": "echo 'pid state command'; " + unit_pids_cmd(unit),
         # One dump per Python process, in parallel so a stopped or wedged process costs
         # one timeout, not one per rank.
-        "py-spy": "PYSPY=%s\nd=$(mktemp -d)\n" % pyspy + _each_unit_pid(unit, r"""  case "$cmd" in *python*|""" + sglang_dialect.SERVER_TITLE_PREFIX + r"""*) ;; *) continue;; esac
-  ( echo "=== PYSPY $p $cmd"; timeout """ + str(PYSPY_DUMP_TIMEOUT_S) + r""" $PYSPY dump --nonblocking --pid $p 2>&1 || echo "(py-spy exited $?)" ) > "$d/$p" &""") +
+        "py-spy": "PYSPY=%s\nd=$(mktemp -d)\n" % pyspy + _each_unit_pid(unit, _PYSPY_EACH % (
+            sglang_dialect.SERVER_TITLE_PREFIX, PYSPY_DUMP_TIMEOUT_S)) +
         "wait\ncat \"$d\"/* 2>/dev/null\nrm -rf \"$d\"\n",
     }
+
+
+# The loop body of the py-spy capture: Python processes and SGLang's titled children only.
+_PYSPY_EACH = r"""  case "$cmd" in *python*|%s*) ;; *) continue;; esac
+  ( echo "=== PYSPY $p $cmd"; timeout %d $PYSPY dump --nonblocking --pid $p 2>&1 || echo "(py-spy exited $?)" ) > "$d/$p" &"""
 
 
 def split_pyspy(text):

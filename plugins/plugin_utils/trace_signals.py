@@ -13,7 +13,6 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.redaction impor
 MIB_PER_GIB = 1024.0
 
 
-
 @dataclass
 class Series:
     t: list = field(default_factory=list)
