@@ -143,7 +143,7 @@ def current_name(root=DEFAULT_ROOT):
     return os.path.basename(name) if _STAMP.match(os.path.basename(name)) else None
 
 
-def phase_durations(phase_entries, end_t):
+def time_in_phases(phase_entries, end_t):
     """{phase: seconds} from [(phase, entered_t)] in order, the last one up to end_t;
     ready is where the start ends, not a phase of it."""
     out = {}

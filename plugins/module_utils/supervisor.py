@@ -29,15 +29,16 @@ import time
 from dataclasses import dataclass, field, fields
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils import (
-    http_check, log_filter, nvidia_smi, procfs, pyspy, sd_notify, start_records, systemd_unit)
+    http_check, log_filter, nvidia_smi, procfs, pyspy, sd_notify, sglang_dialect, start_records, systemd_unit)
 from ansible_collections.sglang_ops.serving.plugins.module_utils.api_key_config import read_api_key
-from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Detector, fmt_duration
+from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Detector
+from ansible_collections.sglang_ops.serving.plugins.module_utils.durations import fmt_duration
 from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings
 from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import class_of_exit_code, exit_code
 from ansible_collections.sglang_ops.serving.plugins.module_utils.probe import ProbeRequest, probe
 from ansible_collections.sglang_ops.serving.plugins.module_utils.progress_line import SEP, progress_line
-from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_writer import TraceWriter, trace_header
-from ansible_collections.sglang_ops.serving.plugins.module_utils.restart_watch import StartWatch, completion_ok
+from ansible_collections.sglang_ops.serving.plugins.module_utils.start_watch import StartWatch, completion_ok
+from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import TraceWriter, trace_header
 
 CONFIG_ERROR = "supervisor_config"
 LOG_TAIL_LINES = 400
@@ -249,7 +250,7 @@ class Supervisor:
             self.notify.extend_timeout(self.s.extend_timeout_s)
         self.record.update(phase=a.phase, reason_code=a.reason_code, reason=a.reason, progress=line,
                            polls=self.record.record["polls"] + 1,
-                           phase_durations=start_records.phase_durations(self.phase_entries, obs["t"]),
+                           phase_durations=start_records.time_in_phases(self.phase_entries, obs["t"]),
                            supervisor=self._own_cost())
         for hook in self.poll_hooks:
             hook(obs, a, self.record.record)
@@ -278,7 +279,7 @@ class Supervisor:
 
         watch = StartWatch(
             probe=self._probe,
-            make_detector=lambda gpus: _Observed(Detector(detector_settings, gpus=gpus, poll_s=self.s.poll_s),
+            make_detector=lambda gpus: _Observed(Detector(detector_settings),
                                                  self._on_poll),
             open_trace=open_trace, emit=lambda line: None,
             format_progress=lambda a, elapsed: progress_line(a), clock=self.clock, sleep=self._sleep,
@@ -319,7 +320,7 @@ class Supervisor:
         pids = procfs.descendants(self.child.pid) if self.child else []
         rec.write_diagnostic("processes", "".join(
             "%d %s\n" % (pid, procfs.read_cmdline(pid) or "?") for pid in pids))
-        targets = [(pid, pyspy.rank_of(procfs.read_cmdline(pid) or "")) for pid in pids]
+        targets = [(pid, sglang_dialect.rank_of(procfs.read_cmdline(pid) or "")) for pid in pids]
         targets = [(pid, rank) for pid, rank in targets if rank] or [(pid, None) for pid in pids[:1]]
         samples, why = pyspy.dump_stacks(targets, self.s.venv_bin, 10.0) if targets else (None, "no process")
         rec.write_diagnostic("py-spy", json.dumps(samples, indent=1) if samples is not None else "py-spy: %s\n" % why)
@@ -335,7 +336,7 @@ class Supervisor:
                            # after ready the durations stay those of the start
                            phase_durations=self.record.record["phase_durations"]
                            if self.record.record["ready_after_s"] is not None
-                           else start_records.phase_durations(self.phase_entries, end_t))
+                           else start_records.time_in_phases(self.phase_entries, end_t))
         return status
 
     def _fail(self, verdict, phase, code, reason, assessment=None):
@@ -379,7 +380,7 @@ class Supervisor:
             ready_after = round(outcome.t, 1)
             self.record.update(verdict="ready", phase="ready", reason_code="ready", reason=outcome.reason,
                                ready_after_s=ready_after,
-                               phase_durations=start_records.phase_durations(self.phase_entries, outcome.t))
+                               phase_durations=start_records.time_in_phases(self.phase_entries, outcome.t))
             self.say("ready after %s: %s" % (fmt_duration(ready_after), outcome.reason))
             self.notify.ready("ready after %s%s%s" % (fmt_duration(ready_after), SEP, outcome.reason))
             code, reason = self._serve()

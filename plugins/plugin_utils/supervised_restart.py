@@ -12,8 +12,8 @@ import json
 import os
 import shlex
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import start_records
-from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import fmt_duration
+from ansible_collections.sglang_ops.serving.plugins.module_utils import start_records, systemd_unit
+from ansible_collections.sglang_ops.serving.plugins.module_utils.durations import fmt_duration
 from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import FAILURE_CLASSES
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import host_checks
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import redact_secrets
@@ -52,7 +52,7 @@ def is_supervised(props):
 
 
 def read_cmd(unit, starts_dir=start_records.DEFAULT_ROOT, limit=20):
-    q = shlex.quote(host_checks.service_name(unit))
+    q = shlex.quote(systemd_unit.service_name(unit))
     return "systemctl show --property=%s -- %s; echo '---'; python3 -I -c %s %s %s %d" % (
         ",".join(_SHOW), q, shlex.quote(_READ_STARTS), shlex.quote(LIB_DIR), shlex.quote(starts_dir), limit)
 
@@ -71,7 +71,7 @@ def files_cmd(start_dir):
 
 def restart_cmd(unit):
     """One restart, not waited for (a Type=notify start returns only at READY=1)."""
-    q = shlex.quote(host_checks.service_name(unit))
+    q = shlex.quote(systemd_unit.service_name(unit))
     return "systemctl reset-failed -- %s 2>/dev/null; systemctl restart --no-block -- %s" % (q, q)
 
 
@@ -86,7 +86,7 @@ def verdict_words(record):
     title = FAILURE_CLASSES[code].title if code in FAILURE_CLASSES else code
     return "%s in %s after %.0f s: %s (%s)" % (
         str(record.get("verdict", "")).upper(), record.get("phase"),
-        _duration(record), title, record.get("reason") or "")
+        _elapsed_s(record), title, record.get("reason") or "")
 
 
 def start_summary(record):
@@ -102,12 +102,12 @@ def start_summary(record):
         words = "running: %s" % (record.get("progress") or record.get("phase"))
     else:
         words = "%s in %s after %s: %s%s: %s" % (
-            verdict, record.get("phase"), fmt_duration(_duration(record)), record.get("reason_code"),
+            verdict, record.get("phase"), fmt_duration(_elapsed_s(record)), record.get("reason_code"),
             "" if record.get("exit_code") is None else " (exit %s)" % record.get("exit_code"), record.get("reason") or "")
     return "%s  %s%s" % (when, words, "  [%s]" % phases if phases else "")
 
 
-def _duration(record):
+def _elapsed_s(record):
     started, ended = record.get("started_at"), record.get("ended_at")
     if record.get("ready_after_s") is not None and record.get("verdict") == "ready":
         return float(record["ready_after_s"])
@@ -152,7 +152,7 @@ class SupervisedRestart:
     def _attempt(self, n, record, action):
         return {"n": n, "trace": self.artifacts.trace_relpath(n), "verdict": record.get("verdict"),
                 "phase": record.get("phase"), "reason_code": record.get("reason_code"),
-                "reason": record.get("reason") or "", "t": round(_duration(record), 3), "polls": record.get("polls"),
+                "reason": record.get("reason") or "", "t": round(_elapsed_s(record), 3), "polls": record.get("polls"),
                 "started_epoch_s": record.get("started_at"), "exit_code": record.get("exit_code"),
                 "phase_durations": record.get("phase_durations") or {}, "host_dir": record.get("dir"),
                 "decided_by": "supervisor", "action": action}

@@ -37,7 +37,7 @@ def test_diagnostics_are_redacted(tmp_path):
 
 def test_phase_durations_end_at_ready():
     entries = [("starting", 0.0), ("weight_load", 2.0), ("post_load", 62.0), ("ready", 70.0)]
-    assert sr.phase_durations(entries, 90.0) == {"starting": 2.0, "weight_load": 60.0, "post_load": 8.0}
+    assert sr.time_in_phases(entries, 90.0) == {"starting": 2.0, "weight_load": 60.0, "post_load": 8.0}
 
 
 def test_the_host_reader_the_restart_action_runs_reads_the_records(tmp_path):
