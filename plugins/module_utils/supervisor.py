@@ -294,7 +294,7 @@ class Supervisor:
             self._sleep(self.s.liveness_interval_s)
             if self.child.poll() is not None:
                 return "process_exited", "the server exited with status %s after ready" % self.child.returncode
-            key, _ = read_api_key(self.s.api_key_file)
+            key, dummy_why = read_api_key(self.s.api_key_file)
             answer = http_check.post_completion(self.s.base_url, self.s.model, key, self.s.liveness_timeout_s)
             now_tokens = _generated_tokens(self.s.base_url)
             serving = now_tokens is not None and tokens is not None and now_tokens > tokens

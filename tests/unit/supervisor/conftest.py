@@ -56,7 +56,7 @@ class NotifyListener:
             self.messages.append((time.monotonic(), fields))
 
     def values(self, key):
-        return [m[key] for _, m in list(self.messages) if key in m]
+        return [m[key] for dummy_t, m in list(self.messages) if key in m]
 
     def close(self):
         self._stop = True

@@ -19,7 +19,7 @@ def test_a_healthy_start_reports_its_phases_and_is_ready_only_after_a_completion
     assert before_ready and all(" \u00b7 GPU " in s for s in before_ready), statuses
     assert run.notify.values("EXTEND_TIMEOUT_USEC") and all(v == "30000000" for v in run.notify.values("EXTEND_TIMEOUT_USEC"))
     # READY comes with the completion that proved it, and never before one succeeded
-    ready_msg = [m for _, m in run.notify.messages if "READY" in m][0]
+    ready_msg = [m for dummy_t, m in run.notify.messages if "READY" in m][0]
     assert "completion succeeded" in ready_msg["STATUS"]
     record = run.record()
     assert record["verdict"] == "ready" and record["ready_after_s"] > 0
