@@ -414,8 +414,9 @@ def _cpu_s():
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def main(argv, notifier=None):
-    """sglang-supervisor --settings FILE.json -- SERVER ARGV...; the exit status."""
+def main(argv, notifier=None, poll_hooks=()):
+    """sglang-supervisor --settings FILE.json -- SERVER ARGV...; the exit status.
+    poll_hooks: callables (observation, assessment, record) run after every poll."""
     if len(argv) < 4 or argv[0] != "--settings" or argv[2] != "--":
         sys.stderr.write("usage: sglang-supervisor --settings FILE.json -- SERVER ARGV...\n")
         return exit_code(CONFIG_ERROR)
@@ -424,7 +425,7 @@ def main(argv, notifier=None):
     except (TypeError, ValueError) as e:
         sys.stderr.write("sglang-supervisor: %s\n" % e)
         return exit_code(CONFIG_ERROR)
-    sup = Supervisor(settings, argv[3:], notifier=notifier)
+    sup = Supervisor(settings, argv[3:], notifier=notifier, poll_hooks=poll_hooks)
     signal.signal(signal.SIGTERM, lambda *_: sup.stop_requested.set())
     signal.signal(signal.SIGINT, lambda *_: sup.stop_requested.set())
     status = sup.run()
