@@ -10,10 +10,13 @@ import urllib.request
 try:
     from ansible.module_utils.urls import open_url
 except ImportError:
-    # The unit's supervisor runs on the host with the standard library only.
+    # The unit's supervisor runs on the host with the standard library only: the same
+    # request through urllib's default opener (proxies from the environment, as open_url).
+    _OPENER = urllib.request.build_opener()
+
     def open_url(url, data=None, method=None, headers=None, timeout=10):
         request = urllib.request.Request(url, data=data, method=method, headers=headers or {})
-        return urllib.request.urlopen(request, timeout=timeout)
+        return _OPENER.open(request, timeout=timeout)
 
 TIMEOUT = "timeout"
 

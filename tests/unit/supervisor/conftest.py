@@ -1,4 +1,5 @@
-"""Run the unit's supervisor as systemd would: a real process with $NOTIFY_SOCKET set to
+"""Run the unit's supervisor as systemd would: a real process (`python -I -S`: the standard
+library only, as on the host, without this virtualenv's Ansible) with $NOTIFY_SOCKET set to
 a datagram socket this test reads, and the SGLang stand-in (the test double of the
 server, tests/standin) as its child, with the stand-in's nvidia-smi on short phases."""
 import json
@@ -162,7 +163,7 @@ def supervise(tmp_path, model_dir):
             server += ["--config", str(key_file)]
         out_path = str(tmp_path / "supervisor.out")
         with open(out_path, "wb") as out:
-            proc = subprocess.Popen([sys.executable, "-I", SUPERVISOR, "--settings", str(settings_path), "--", *server],
+            proc = subprocess.Popen([sys.executable, "-I", "-S", SUPERVISOR, "--settings", str(settings_path), "--", *server],
                                     env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True)
         run = Run(tmp_path, port, notify, proc, out_path, starts)
