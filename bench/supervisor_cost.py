@@ -2,8 +2,8 @@
 """The unit supervisor's own cost (`make bench-supervisor`): CPU per poll and peak memory
 while it watches the SGLang stand-in with 8 ranks, on this machine.
 
-The supervisor runs as the unit runs it (`python3 -I sglang-supervisor --settings ... --
-SERVER`), the stand-in (tests/standin, the test double of SGLang, with its nvidia-smi) as
+The supervisor runs as the unit runs it, with the standard library only (`python3 -I -S
+sglang-supervisor --settings ... -- SERVER`), the stand-in (tests/standin, the test double of SGLang, with its nvidia-smi) as
 its child: a start with a weight-load stall, so the detector asks for py-spy stacks of
 the 8 ranks, then the stalled start's diagnostics; then a healthy start watched until
 ready. Every poll the supervisor writes its own cost into the start's verdict.json
@@ -62,7 +62,7 @@ def run_case(tmp, name, fault, polls, poll_s, port):
     server = [sys.executable, "-m", "sglang.launch_server", "--model-path", model, "--port", str(port),
               "--tp-size", "8", "--served-model-name", "m", "--enable-metrics"]
     with open(os.path.join(folder, "out.txt"), "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-I", SUPERVISOR, "--settings", os.path.join(folder, "settings.json"),
+        proc = subprocess.Popen([sys.executable, "-I", "-S", SUPERVISOR, "--settings", os.path.join(folder, "settings.json"),
                                  "--", *server], env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     samples = []
     try:
