@@ -16,6 +16,7 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import
 from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings
 from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import FAILURE_CLASSES
 from ansible_collections.sglang_ops.serving.plugins.module_utils.progress_line import progress_line
+from ansible_collections.sglang_ops.serving.plugins.module_utils import systemd_unit
 from ansible_collections.sglang_ops.serving.plugins.module_utils.start_watch import TraceTarget, WatchOptions, watch_start
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import host_checks, host_lock, systemctl_verbs
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import iso_utc, redact_secrets
@@ -124,7 +125,7 @@ class RestartProcedure:
 
     def _unit_props(self):
         dummy_rc, out, dummy_err = self._sh(host_checks.show_cmd(self.unit), "systemctl show")
-        return host_checks.parse_show(out)
+        return systemd_unit.parse_properties(out)
 
     def _gpu_check(self):
         dummy_rc, out, dummy_err = self._sh(host_checks.gpu_holders_cmd(self.unit), "GPU holder listing")
@@ -334,7 +335,7 @@ class RestartProcedure:
         settle_began, nudged = self.port.clock(), False
         while True:
             dummy_rc, out, dummy_err = self._sh(host_checks.active_state_cmd(self.unit), "systemctl show")
-            props = host_checks.parse_show(out)
+            props = systemd_unit.parse_properties(out)
             if host_checks.settled_after_stop(props):
                 break
             if host_checks.restart_pending(props):
