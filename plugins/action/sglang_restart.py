@@ -73,6 +73,7 @@ class ActionModule(ActionBase):
         artifacts = RunArtifacts(root, host, started_epoch_s)
         lock = host_lock.HostLock(self._shell_step, host_lock.holder_record(args, artifacts.path, started_epoch_s),
                                   force=args["break_lock"])
+
         def emit(text):
             display.display("%s | %s" % (host, text))
 

@@ -474,4 +474,3 @@ class RestartProcedure:
         except Exception as exc:  # report rendering is best effort; the run.json is the record
             self.port.emit("incident report could not be written: %s" % exc)
             return None
-
