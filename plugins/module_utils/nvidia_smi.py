@@ -128,4 +128,3 @@ def read_gpus(timeout_s=5.0, binary="nvidia-smi", with_apps=True):
         else:
             missing["gpu_procs"] = _failure_reason(apps, "--query-compute-apps")
     return snap
-
