@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field, fields
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils import (
-    http_check, log_filter, nvidia_smi, procfs, pyspy, sd_notify, sglang_dialect, start_records, systemd_unit)
+    bounded_run, http_check, log_filter, nvidia_smi, procfs, pyspy, sd_notify, sglang_dialect, start_records, systemd_unit)
 from ansible_collections.sglang_ops.serving.plugins.module_utils.api_key_config import read_api_key
 from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Detector
 from ansible_collections.sglang_ops.serving.plugins.module_utils.durations import fmt_duration
@@ -37,8 +37,8 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settin
 from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import class_of_exit_code, exit_code
 from ansible_collections.sglang_ops.serving.plugins.module_utils.probe import ProbeRequest, probe
 from ansible_collections.sglang_ops.serving.plugins.module_utils.progress_line import SEP, progress_line
-from ansible_collections.sglang_ops.serving.plugins.module_utils.start_watch import StartWatch, completion_ok
-from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import TraceWriter, trace_header
+from ansible_collections.sglang_ops.serving.plugins.module_utils.start_watch import (
+    TraceTarget, WatchOptions, completion_ok, watch_start)
 
 CONFIG_ERROR = "supervisor_config"
 LOG_TAIL_LINES = 400
@@ -152,6 +152,29 @@ class _Observed:
         a = self.detector.observe(obs)
         self.on_poll(obs, a)
         return a
+
+
+class _HostPort:
+    """The watch's host port on the host itself: the probe of the server's process tree,
+    this process's clock and sleep (which a stop request interrupts)."""
+
+    def __init__(self, sup):
+        self.sup = sup
+
+    def probe(self, cursor, stacks):
+        return self.sup._probe(cursor, stacks)
+
+    def verb(self, name):
+        return 1, "", "the supervisor does not run systemctl %s on its own unit" % name
+
+    def clock(self):
+        return self.sup.clock()
+
+    def sleep(self, seconds):
+        self.sup._sleep(seconds)
+
+    def emit(self, line):
+        del line   # the progress line goes out with each poll (STATUS=), see Supervisor._on_poll
 
 
 class Supervisor:
@@ -270,21 +293,14 @@ class Supervisor:
 
     # ------------------------------------------------------------------ the start
     def _watch_start(self):
-        detector_settings = DetectorSettings().with_overrides(self.s.detector)
-
-        def open_trace(gpus):
-            return TraceWriter(self.record.trace_path, trace_header(
-                "start-" + self.record.name, self.s.unit, self.s.poll_s, gpus,
-                "start of %s watched by its supervisor" % self.s.unit))
-
-        watch = StartWatch(
-            probe=self._probe,
-            make_detector=lambda gpus: _Observed(Detector(detector_settings),
-                                                 self._on_poll),
-            open_trace=open_trace, emit=lambda line: None,
-            format_progress=lambda a, elapsed: progress_line(a), clock=self.clock, sleep=self._sleep,
-            poll_s=self.s.poll_s, start_timeout_s=self.s.start_timeout_s or float("inf"))
-        return watch.run(self.t0)
+        """The collection's watch (start_watch.watch_start) with this process as its host port."""
+        options = WatchOptions(
+            poll_s=self.s.poll_s, start_timeout_s=self.s.start_timeout_s or float("inf"),
+            settings=DetectorSettings().with_overrides(self.s.detector),
+            trace=TraceTarget(self.record.trace_path, "start-" + self.record.name, self.s.unit,
+                              "start of %s watched by its supervisor" % self.s.unit))
+        return watch_start(_HostPort(self), options, self.t0,
+                           new_detector=lambda settings: _Observed(Detector(settings), self._on_poll))
 
     def _serve(self):
         """After READY: a completion every liveness_interval_s; returns the reason the
@@ -324,8 +340,10 @@ class Supervisor:
         targets = [(pid, rank) for pid, rank in targets if rank] or [(pid, None) for pid in pids[:1]]
         samples, why = pyspy.dump_stacks(targets, self.s.venv_bin, 10.0) if targets else (None, "no process")
         rec.write_diagnostic("py-spy", json.dumps(samples, indent=1) if samples is not None else "py-spy: %s\n" % why)
-        table, why = nvidia_smi.read_table(10.0, self.s.nvidia_smi)
-        rec.write_diagnostic("nvidia-smi", table if table is not None else "nvidia-smi: %s\n" % why)
+        exe = bounded_run.find_executable(self.s.nvidia_smi, nvidia_smi.EXTRA_DIRS)
+        res = bounded_run.bounded_run([exe], 10.0) if exe else None
+        rec.write_diagnostic("nvidia-smi", res.stdout if res is not None and res.ok else "nvidia-smi: %s\n" % (
+            "not found" if res is None else "timed out" if res.timed_out else (res.stderr.strip() or "failed")))
         rec.write_diagnostic("assessment", json.dumps({"assessment": assessment, "last_observation": self.last_obs},
                                                       indent=1, default=str))
 
@@ -372,17 +390,16 @@ class Supervisor:
         self.say("started %s (pid %d); this start: %s" % (self.s.unit, self.child.pid, self.record.path))
         try:
             outcome = self._watch_start()
-            if outcome.verdict == "ready" and not completion_ok(outcome.last_observation):
-                outcome.verdict = "failed"   # the watch only returns ready after a real completion
-            if outcome.verdict != "ready":
-                return self._fail(outcome.verdict if outcome.verdict in ("stalled", "failed") else "stalled",
-                                  outcome.phase, outcome.reason_code, outcome.reason, outcome.assessment)
-            ready_after = round(outcome.t, 1)
-            self.record.update(verdict="ready", phase="ready", reason_code="ready", reason=outcome.reason,
+            a = outcome.assessment
+            if a.verdict != "ready" or not completion_ok(outcome.observation):
+                verdict = a.verdict if a.verdict in ("stalled", "failed") else "stalled"
+                return self._fail(verdict, a.phase, a.reason_code, a.reason, a.to_dict())
+            ready_after = round(a.t, 1)
+            self.record.update(verdict="ready", phase="ready", reason_code="ready", reason=a.reason,
                                ready_after_s=ready_after,
-                               phase_durations=start_records.time_in_phases(self.phase_entries, outcome.t))
-            self.say("ready after %s: %s" % (fmt_duration(ready_after), outcome.reason))
-            self.notify.ready("ready after %s%s%s" % (fmt_duration(ready_after), SEP, outcome.reason))
+                               phase_durations=start_records.time_in_phases(self.phase_entries, a.t))
+            self.say("ready after %s: %s" % (fmt_duration(ready_after), a.reason))
+            self.notify.ready("ready after %s%s%s" % (fmt_duration(ready_after), SEP, a.reason))
             code, reason = self._serve()
             return self._fail("failed", "ready", code, reason)
         except _Stopped:

@@ -15,7 +15,6 @@ import shlex
 from ansible_collections.sglang_ops.serving.plugins.module_utils import start_records, systemd_unit
 from ansible_collections.sglang_ops.serving.plugins.module_utils.durations import fmt_duration
 from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import FAILURE_CLASSES
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils import host_checks
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import redact_secrets
 
 SUPERVISOR_MARK = "sglang-supervisor"
@@ -62,7 +61,7 @@ def parse_read(out):
     show, sep, rest = out.partition("---\n")
     if not sep:
         raise ValueError("no start records in the answer: %s" % out.strip()[-200:])
-    return host_checks.parse_show(show), json.loads(rest.strip().splitlines()[-1])
+    return systemd_unit.parse_properties(show), json.loads(rest.strip().splitlines()[-1])
 
 
 def files_cmd(start_dir):
