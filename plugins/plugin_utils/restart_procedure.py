@@ -182,7 +182,7 @@ class RestartProcedure:
 
     def _recent_starts(self, limit=5):
         """The supervisor's last starts on the host (verdict.json of each), newest first."""
-        rc, out, dummy_err = self.shell(supervised_restart.read_cmd(self.unit, limit=limit), 60)
+        rc, out, dummy_err = self.port.shell(supervised_restart.read_cmd(self.unit, limit=limit), 60)
         try:
             return supervised_restart.parse_read(out)[1]["starts"] if rc == 0 else []
         except (ValueError, KeyError, IndexError):
@@ -301,7 +301,7 @@ class RestartProcedure:
         self.stage = "restarting %s and following its supervisor" % self.unit
         self.record["decided_by"] = "supervisor"
         watch = supervised_restart.SupervisedRestart(
-            self.unit, self.shell, self.emit, self.clock, self.sleep, self.artifacts,
+            self.unit, self.port.shell, self.port.emit, self.port.clock, self.port.sleep, self.artifacts,
             self.args["poll_s"], self.args["start_timeout_s"])
         self.changed = True
         try:
@@ -312,7 +312,7 @@ class RestartProcedure:
             self.record["attempts"] = watch.attempts
         last = res["last"] or {}
         if res["outcome"] == "ready":
-            self.emit("ready after %s: decided by the unit's supervisor" % _count(len(watch.attempts), "start"))
+            self.port.emit("ready after %s: decided by the unit's supervisor" % _count(len(watch.attempts), "start"))
             return self._finish("ready", "ready", "ready", last.get("reason"))
         if res["outcome"] == "timeout":
             return self._hand_over(last.get("phase") or "starting", "stall_no_progress",
