@@ -15,7 +15,7 @@ help:
 	@echo "make test           unit tests, the detector over every trace, ansible-lint, the collection checks and the Molecule scenarios (README)"
 	@echo "make detector       the detector on every labelled trace, as recorded and perturbed (fails on any miss)"
 	@echo "make collection     build the collection tarball and list what is inside"
-	@echo "make bench          detector benchmark on the trace corpus, beside the reference watchers, and perturbed"
+	@echo "make bench          detector benchmark on the trace corpus, beside the reference watchers, and perturbed; ETA error and metrics write time"
 	@echo "make bench-restart  restart downtime, cold page cache against prewarmed"
 
 venv: $(VENV)/.installed
@@ -71,6 +71,7 @@ demo: venv image
 
 bench: venv
 	$(PY) bench/detector.py
+	$(PY) bench/eta.py
 
 bench-restart: venv image
 	$(PY) bench/restart_downtime.py
