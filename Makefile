@@ -8,7 +8,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 # Molecule scenarios run by `make test`, in this order.
 MOLECULE_SCENARIOS ?= default restart
 
-.PHONY: help venv podman image unit detector lint collection sanity units molecule test demo bench bench-restart clean
+.PHONY: help venv podman image unit detector alerts lint collection sanity units molecule test demo bench bench-restart clean
 
 help:
 	@echo "make demo           restart the local demo host with an injected stall (README)"
@@ -42,6 +42,14 @@ detector: venv
 	$(PY) ../shared/tools/score.py --cmd 'bin/sglang-ops replay {trace}' $(DETECTOR_TRACES)
 	$(PY) ../shared/tools/perturb.py --quiet --jobs 2 --cwd . $(DETECTOR_TRACES)
 
+# The alert rules of monitoring/ checked and unit-tested by promtool (Debian's
+# `prometheus` package; .ci/run installs it).
+ALERT_RULES := monitoring/sglang-ops.rules.yml
+alerts:
+	@command -v promtool >/dev/null || { echo "promtool is missing: apt-get install prometheus"; exit 1; }
+	promtool check rules $(ALERT_RULES)
+	promtool test rules monitoring/sglang-ops.rules.test.yml
+
 lint: venv
 	$(VENV)/bin/ansible-lint
 
@@ -64,7 +72,7 @@ molecule: venv image
 	  echo "== molecule test -s $$s passed in $$((SECONDS - start)) s"; \
 	done
 
-test: unit detector lint sanity units molecule
+test: unit detector alerts lint sanity units molecule
 
 demo: venv image
 	bin/demo
