@@ -12,6 +12,7 @@ import re
 import tempfile
 import time
 
+from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import FAILURE_CLASSES
 from ansible_collections.sglang_ops.serving.plugins.module_utils.phases import PHASES
 
 VERDICTS = ("progressing", "quiet", "suspect", "stalled", "failed", "ready")
@@ -93,7 +94,12 @@ class StartMetrics:
         self.file_name = file_name(unit)
         self.clock = clock
         self.counters = read_counters(previous_text)
-        self._add("sglang_hangs_after_ready_total", 0)   # exported from the first write on
+        # Counters exported from the first write on, so the first increase is seen.
+        self._add("sglang_hangs_after_ready_total", 0)
+        for code in sorted(c.code for c in FAILURE_CLASSES.values() if c.restart_helps):
+            self._add("sglang_restarts_total", 0, reason_code=code)
+        for verdict in ("ready", "stalled", "failed"):
+            self._add("sglang_starts_total", 0, verdict=verdict)
         self.current = None       # dict while a start is watched
         self.last = None          # dict of the last finished run
         self.last_assessment = None
