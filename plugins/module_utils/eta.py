@@ -105,14 +105,18 @@ def slower_than_usual(phases, history, factor=SLOWER_THAN_USUAL):
 
 class EtaEstimator:
     def __init__(self, history=()):
-        self.history = list(history)
-        self.usual_s = usual_phase_s(self.history)
-        self.usual_bytes = usual_phase_bytes(self.history)
-        self.usual_total_s = _median([r.get("ready_after_s") for r in self.history])
+        self.use_history(history)
         self._phase = None
         self._since_t = 0.0
         self._read_at_entry = None
         self._shards_at_entry = None
+
+    def use_history(self, history):
+        """Estimate from now on with these start records (the phase being timed is kept)."""
+        self.history = list(history)
+        self.usual_s = usual_phase_s(self.history)
+        self.usual_bytes = usual_phase_bytes(self.history)
+        self.usual_total_s = _median([r.get("ready_after_s") for r in self.history])
 
     def update(self, assessment):
         """The Estimate after one poll's Assessment (or its to_dict())."""

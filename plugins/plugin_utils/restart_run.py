@@ -12,7 +12,7 @@ import signal
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils import restart_policy
 from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import FAILURE_CLASSES
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils import host_checks, host_lock
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils import host_checks, host_lock, metrics_step
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import iso_utc, redact_secrets
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart_watch import StartWatch
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.trace_writer import (
@@ -90,11 +90,11 @@ def settings_dict(settings):
     return dict(vars(settings))
 
 
-def format_progress(assessment, elapsed_s):
-    """The one-line progress text (the detector's progress_line formatter)."""
+def format_progress(assessment, elapsed_s, estimate=None):
+    """The one-line progress text (the detector's progress_line formatter), with the ETA."""
     from ansible_collections.sglang_ops.serving.plugins.module_utils import progress_line
     del elapsed_s  # the assessment carries the elapsed time of its observation
-    return progress_line.progress_line(assessment)
+    return progress_line.progress_line(assessment, estimate)
 
 
 def _count(n, word):
@@ -119,6 +119,7 @@ class RestartProcedure:
         self.rng = rng
         self.prewarm = prewarm  # prewarm(options, step_s, max_total_s) -> summary (issue: shorter restarts)
         self.lock = lock  # host_lock.HostLock, or None where no other run can interfere (tests)
+        self.outlook = None  # module_utils/start_outlook.StartOutlook: ETA and metrics, per run
         self.changed = False
         self.venv = None
         self.stage = "preflight"      # what the procedure is doing, for an interruption's record
@@ -262,6 +263,8 @@ class RestartProcedure:
             self.stage = "prewarm (the old instance still serving)"
             self.record["prewarm"] = self._prewarm(dict(self.args["prewarm"]))
 
+        self.outlook = metrics_step.outlook_for(os.path.dirname(self.artifacts.path), self.unit,
+                                                self.args.get("metrics_dir"), self.shell, self.emit)
         max_attempts = self.args["max_attempts"]
         earlier_codes = []
         for n in range(1, max_attempts + 1):
@@ -299,6 +302,7 @@ class RestartProcedure:
             if not decision.restarts:
                 return self._hand_over(outcome.phase, outcome.reason_code, outcome.reason,
                                        because=decision.reason, verdict=outcome.verdict)
+            self.outlook.restarted(outcome.reason_code)
             self.emit("automatic restart: " + decision.reason)
         raise AssertionError("unreachable: the policy hands over when attempts are exhausted")
 
@@ -335,12 +339,14 @@ class RestartProcedure:
                 header_name, self.unit, self.args["poll_s"], gpus,
                 "restart of %s on %s, attempt %d of %d" % (self.unit, self.host, n, self.args["max_attempts"])))
 
+        self.outlook.begin_attempt(n)
         watch = StartWatch(
             probe=lambda cursor, want_stacks: self.probe(
                 self._probe_args(cursor, want_stacks, t0 if cursor is None else None)),
             make_detector=self.make_detector, open_trace=open_trace, emit=self.emit,
             format_progress=self.format_progress, clock=self.clock, sleep=self.sleep,
-            poll_s=self.args["poll_s"], start_timeout_s=self.args["start_timeout_s"])
+            poll_s=self.args["poll_s"], start_timeout_s=self.args["start_timeout_s"],
+            on_poll=self.outlook.on_poll)
         return _AttemptOutcome(watch.run(t0), t0)
 
     def _stop_and_release(self, timeout_s):
@@ -478,6 +484,9 @@ class RestartProcedure:
 
     def _finish(self, outcome, phase, code, reason, failed=False, verdict=None):
         self.record.update({"finished": iso_utc(self.clock()), "outcome": outcome})
+        if self.outlook is not None and self.record["attempts"]:
+            self.record["time_to_ready"] = self.outlook.summary()
+            self.outlook.finish(outcome, code, len(self.record["attempts"]))
         run_json = self.artifacts.write_run(self.record)
         if verdict is None:
             verdict = {"ready": "ready", "check_mode": "observed"}.get(outcome, FAILURE_CLASSES[code].verdict

@@ -55,11 +55,12 @@ class StartWatch:
         count is known.
     open_trace(gpus) -> a TraceWriter (or anything with append()).
     emit(text) -> prints one progress line.
-    format_progress(assessment, elapsed_s) -> the line's text.
+    format_progress(assessment, elapsed_s[, estimate]) -> the line's text.
+    on_poll(observation, assessment) -> an ETA estimate for the line (StartOutlook.on_poll), or None.
     """
 
     def __init__(self, probe, make_detector, open_trace, emit, format_progress, clock, sleep,
-                 poll_s, start_timeout_s, gpus=None, max_probe_failures=3):
+                 poll_s, start_timeout_s, gpus=None, max_probe_failures=3, on_poll=None):
         self.probe = probe
         self.make_detector = make_detector
         self.open_trace = open_trace
@@ -71,6 +72,7 @@ class StartWatch:
         self.start_timeout_s = float(start_timeout_s)
         self.gpus = gpus
         self.max_probe_failures = max_probe_failures
+        self.on_poll = on_poll
 
     def run(self, t0, cursor=None):
         state = {"trace": None}
@@ -116,7 +118,9 @@ class StartWatch:
             a = detector.observe(obs)
             last_obs, last_a = obs, a
             elapsed_s = obs["t"]
-            self.emit(self.format_progress(a, elapsed_s))
+            estimate = self.on_poll(obs, a) if self.on_poll is not None else None
+            self.emit(self.format_progress(a, elapsed_s) if estimate is None
+                      else self.format_progress(a, elapsed_s, estimate))
             want_stacks = bool(getattr(a, "want_stacks", False))
             verdict = a.verdict
             if verdict == "ready" and not completion_ok(obs):

@@ -5,6 +5,7 @@ import shutil
 
 import pytest
 
+from ansible_collections.sglang_ops.serving.tests.unit.restart.restart_fakes import make_procedure, progressing, ready
 from ansible_collections.sglang_ops.serving.plugins.module_utils.start_history import (
     artifact_traces, history_traces, load_history, read_start, supervisor_traces)
 
@@ -73,3 +74,15 @@ def test_history_paths_are_files_or_folders_and_a_missing_one_is_named(tmp_path)
         str(tmp_path / "gpu1" / "20260101T000000Z" / "attempt-1" / "trace.jsonl"), COLD]
     with pytest.raises(ValueError, match="nowhere"):
         history_traces([str(tmp_path / "nowhere")])
+
+
+def test_a_restart_keeps_its_time_to_ready_against_the_earlier_starts_of_the_host(tmp_path):
+    _artifacts(tmp_path / "artifacts", "gpu-host-1", [("20260101T000000Z", [WARM])])
+    _artifacts(tmp_path / "artifacts", "another-host", [("20260101T000000Z", [COLD])])
+    proc, *_rest = make_procedure(tmp_path, [[progressing(), progressing(), ready()]])
+    res = proc.restart()
+    with open(res["run_json"]) as fh:
+        ttr = json.load(fh)["time_to_ready"]
+    assert ttr["history_starts"] == 1 and ttr["usual_total_s"] == 270.0
+    assert ttr["ready_after_s"] == 10.0 and ttr["slower_than_usual"] == []
+    assert [p["phase"] for p in ttr["phases"]] == ["weight_load", "ready"]

@@ -160,6 +160,6 @@ def make_procedure(tmp_path, scripts, host=None, clock=None, probe=None, **overr
     proc = RestartProcedure(
         host="gpu-host-1", args=args, artifacts=RunArtifacts(str(tmp_path / "artifacts"), "gpu-host-1", clock()),
         settings=None, make_detector=make_detector, shell=host.shell, probe=probe, emit=lines.append,
-        format_progress=lambda a, elapsed_s: "%s %s %.0fs" % (a.phase, a.verdict, elapsed_s),
+        format_progress=lambda a, elapsed_s, estimate=None: "%s %s %.0fs" % (a.phase, a.verdict, elapsed_s),
         clock=clock, sleep=clock.sleep, backoff=Backoff(base_s=10, max_s=60), rng=random.Random(1).random)
     return proc, host, probe, clock, lines, detectors
