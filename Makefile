@@ -50,8 +50,10 @@ alerts:
 	promtool check rules $(ALERT_RULES)
 	promtool test rules monitoring/sglang-ops.rules.test.yml
 
+# ANSIBLE_HOME in .cache: ansible-lint puts its cache's collections first in the
+# collections path, so a copy of this collection left in ~/.ansible would shadow the checkout.
 lint: venv
-	$(VENV)/bin/ansible-lint
+	ANSIBLE_HOME=$(CURDIR)/.cache/ansible-lint $(VENV)/bin/ansible-lint
 
 # The collection as users install it (bin/collection): the tarball, then ansible-test
 # on a copy installed from it into an empty collections path.
