@@ -33,6 +33,7 @@ HELP = {
     "sglang_start_gpu_memory_used_bytes": ("gauge", "GPU memory in use on the unit's GPUs, summed."),
     "sglang_start_gpu_memory_total_bytes": ("gauge", "GPU memory of the unit's GPUs, summed."),
     "sglang_start_eta_seconds": ("gauge", "Estimated seconds until the current start is ready (absent when unknown)."),
+    "sglang_start_phase_remaining_seconds": ("gauge", "Estimated seconds left in the current phase (absent when unknown)."),
     "sglang_start_usual_seconds": ("gauge", "Usual time to ready of the unit's starts (median of recent ready starts)."),
     "sglang_last_start_info": ("gauge", "1, labelled with the outcome and reason code of the last finished restart run."),
     "sglang_last_start_attempts": ("gauge", "Attempts the last finished restart run took."),
@@ -175,6 +176,7 @@ class StartMetrics:
             e = cur.get("estimate") or {}
             if watching:
                 put("sglang_start_eta_seconds", e.get("remaining_s"))
+                put("sglang_start_phase_remaining_seconds", e.get("phase_remaining_s"))
             put("sglang_start_usual_seconds", e.get("usual_total_s"))
         last = self.last
         if last:
