@@ -73,6 +73,8 @@ class StartOutlook:
 
     def _track_phase(self, a):
         t, phase = a.get("t") or 0.0, a.get("phase")
+        if self.phases and self.phases[-1]["phase"] != phase:   # the phase before ends where this one begins
+            self.phases[-1]["duration_s"] = round(t - self.phases[-1]["started_s"], 3)
         if not self.phases or self.phases[-1]["phase"] != phase:
             self.phases.append({"phase": phase, "started_s": 0.0 if not self.phases else t, "duration_s": 0.0})
         self.phases[-1]["duration_s"] = round(t - self.phases[-1]["started_s"], 3)

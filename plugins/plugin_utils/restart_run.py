@@ -97,6 +97,21 @@ def format_progress(assessment, elapsed_s, estimate=None):
     return progress_line.progress_line(assessment, estimate)
 
 
+def _time_to_ready_words(ttr):
+    """'time to ready 4m10s (usual 10m40s); slower than usual: post_load 9m00s (usual 4m00s); '."""
+    from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import fmt_duration
+    if not ttr or ttr.get("ready_after_s") is None:
+        return ""
+    words = "time to ready %s" % fmt_duration(ttr["ready_after_s"])
+    if ttr.get("history_starts"):
+        words += " (usual %s)" % fmt_duration(ttr["usual_total_s"])
+    slow = ["%s %s (usual %s)" % (s["phase"], fmt_duration(s["took_s"]), fmt_duration(s["usual_s"]))
+            for s in ttr.get("slower_than_usual") or ()]
+    if slow:
+        words += "; slower than usual: " + ", ".join(slow)
+    return words + "; "
+
+
 def _count(n, word):
     return "%d %s%s" % (n, word, "" if n == 1 else "s")
 
@@ -498,8 +513,9 @@ class RestartProcedure:
         if failed:
             res["failed"] = True
         if outcome == "ready":
-            res["msg"] = "%s: %s ready after %s; artifacts: %s" % (
-                self.host, self.unit, _count(len(self.record["attempts"]), "attempt"), self.artifacts.path)
+            res["msg"] = "%s: %s ready after %s; %sartifacts: %s" % (
+                self.host, self.unit, _count(len(self.record["attempts"]), "attempt"),
+                _time_to_ready_words(self.record.get("time_to_ready")), self.artifacts.path)
         return res
 
     def _write_incident_report(self):

@@ -86,3 +86,17 @@ def test_a_restart_keeps_its_time_to_ready_against_the_earlier_starts_of_the_hos
     assert ttr["history_starts"] == 1 and ttr["usual_total_s"] == 270.0
     assert ttr["ready_after_s"] == 10.0 and ttr["slower_than_usual"] == []
     assert [p["phase"] for p in ttr["phases"]] == ["weight_load", "ready"]
+
+
+def test_a_phase_over_one_and_a_half_times_its_usual_time_is_named_in_the_result_and_the_report(tmp_path):
+    from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_report import write_run_report
+    _artifacts(tmp_path / "artifacts", "gpu-host-1", [("20260101T000000Z", [WARM])])   # weight_load took 40 s
+    proc, *_rest = make_procedure(tmp_path, [[progressing()] * 15 + [ready()]])          # here 75 s
+    res = proc.restart()
+    assert res["outcome"] == "ready"
+    assert "time to ready 1m15s (usual 4m30s); slower than usual: weight_load 1m15s (usual 40s)" in res["msg"]
+    write_run_report(res["artifacts"])
+    with open(os.path.join(res["artifacts"], "report.md")) as fh:
+        report = fh.read()
+    assert "The last attempt was ready after 1m15s; usual 4m30s (median of 1 earlier ready start of this host)." in report
+    assert "- slower than usual: weight_load took 1m15s, usual 40s (1.9\u00d7)" in report
