@@ -138,7 +138,7 @@ def main():
         errors = eta_table(starts, spread)
         median, worst = statistics.median(errors), max(errors)
         label = "no history (the current phase's own remaining time)" if spread is None else "one earlier start, spread %.2f" % spread
-        print("ETA error at half of the start, %s: median %.0f%%, worst %.0f%% over %d of %d starts%s\n" % (
+        print("ETA error at half of the start, %s: median %.1f%%, worst %.1f%% over %d of %d starts%s\n" % (
             label, 100 * median, 100 * worst, len(errors), len(starts),
             " (targets: median <= %.0f%%, worst <= %.0f%%)" % (100 * TARGET_MEDIAN, 100 * TARGET_WORST)
             if spread == TARGET_SPREAD else ""))
