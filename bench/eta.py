@@ -89,7 +89,8 @@ def healthy_starts():
 
 def eta_table(starts, spread):
     errors = []
-    print("%-46s %8s %8s %9s %9s %7s %s" % ("start (no history)" if spread is None else "start (spread %.2f)" % spread, "ready", "at", "estimate", "true", "error", "basis"))
+    title = "start (no history)" if spread is None else "start (spread %.2f)" % spread
+    print("%-46s %8s %8s %9s %9s %7s %s" % (title, "ready", "at", "estimate", "true", "error", "basis"))
     for header, observations, record in starts:
         history = [earlier_start(record, spread, header["name"])] if spread else []
         t, estimate, true, basis = error_at_half(header, observations, record, history)
