@@ -47,7 +47,7 @@ HELP = {
     "sglang_hangs_after_ready_total": ("counter", "Times the unit stopped answering after it had been ready."),
     "sglang_metrics_updated_timestamp_seconds": ("gauge", "When this file was last written (Unix time)."),
 }
-COUNTERS = tuple(name for name, (kind, _) in HELP.items() if kind == "counter")
+COUNTERS = tuple(name for name, (kind, dummy_help) in HELP.items() if kind == "counter")
 _SAMPLE = re.compile(r'^(\w+)\{([^}]*)\}\s+(\S+)\s*$')
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 

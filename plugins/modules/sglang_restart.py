@@ -117,9 +117,9 @@ options:
     description:
       - Folder on the target where node_exporter's textfile collector reads C(*.prom) files
         (Debian's C(prometheus-node-exporter) reads C(/var/lib/prometheus/node-exporter)).
-        Every poll rewrites C(sglang_ops_<unit>.prom) there atomically: the start's phase,
+      - "Every poll rewrites C(sglang_ops_<unit>.prom) there atomically: the start's phase,
         verdict, elapsed time, progress and ETA; when the run ends, its outcome, reason
-        code, attempts, phase durations and time to ready; restarts by reason (docs/metrics.md).
+        code, attempts, phase durations and time to ready; restarts by reason (docs/metrics.md)."
       - Unset (the default), no metrics file is written.
     type: path
   detector:

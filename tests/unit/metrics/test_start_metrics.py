@@ -25,7 +25,7 @@ def samples(text):
         if line.startswith("#") or not line:
             continue
         name_labels, value = line.rsplit(" ", 1)
-        name, _, labels = name_labels.partition("{")
+        name, dummy_brace, labels = name_labels.partition("{")
         pairs = frozenset(tuple(p.split("=", 1)) for p in labels.rstrip("}").split(",") if p)
         out[(name, frozenset((k, v.strip('"')) for k, v in pairs))] = float(value)
     return out
@@ -112,7 +112,7 @@ def test_promtool_accepts_the_file():
     m.finish("gave_up", "stall_spin", attempts=3,
              phases=[{"phase": "weight_load", "duration_s": 40.0}])
     for text in (watched_run().render(), m.render()):
-        check = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
+        check = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, check=False)
         assert check.returncode == 0 and not check.stdout.strip() and not check.stderr.strip(), \
             check.stdout + check.stderr
 
