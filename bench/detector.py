@@ -79,7 +79,7 @@ def throughput(traces, rounds=3):
     for _ in range(rounds):
         fed, start = 0, time.perf_counter()
         for header, obs in traces:
-            det = Detector(DetectorSettings(), gpus=header.get("gpus"), poll_s=header.get("poll_s", 10.0))
+            det = Detector(DetectorSettings())
             for o in obs:
                 fed += 1
                 if det.observe(o).final:

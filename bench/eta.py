@@ -52,7 +52,7 @@ def earlier_start(record, spread, seed):
 
 def estimates(header, observations, history):
     """[(t, Estimate)] of a replay with the estimator fed each poll."""
-    det = Detector(DetectorSettings(), gpus=header.get("gpus"), poll_s=float(header.get("poll_s", 10.0)))
+    det = Detector(DetectorSettings())
     est = EtaEstimator(history)
     out = []
     for obs in observations:
@@ -111,7 +111,7 @@ def metrics_write_ms(starts, rounds=3):
         for _ in range(rounds):
             times = []
             for header, observations, record in starts:
-                det = Detector(DetectorSettings(), gpus=header.get("gpus"), poll_s=float(header.get("poll_s", 10.0)))
+                det = Detector(DetectorSettings())
                 est = EtaEstimator([record])
                 metrics = StartMetrics(header.get("unit") or "sglang-k26-ddtree")
                 for obs in observations:

@@ -12,12 +12,13 @@ from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import restart_policy
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils import host_checks, host_lock, prewarm_step
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils import retry_policy
+from ansible_collections.sglang_ops.serving.plugins.module_utils import start_watch
+from ansible_collections.sglang_ops.serving.plugins.module_utils.systemd_unit import check_unit_name
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils import host_lock, prewarm_step
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import RunArtifacts, iso_utc
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart_run import (
-    RemoteStepFailed, RestartProcedure, RunInterrupted, default_artifacts_root, detector_factory, format_progress,
-    interruptible)
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart_procedure import (
+    RemoteStepFailed, RestartProcedure, RunInterrupted, default_artifacts_root, interruptible)
 
 display = Display()
 
@@ -28,9 +29,9 @@ ARGUMENT_SPEC = {
     "port": {"type": "int", "default": 30001},
     "host": {"type": "str", "default": "127.0.0.1"},
     "api_key_file": {"type": "path"},
-    "poll_s": {"type": "float", "default": 5.0},
+    "poll_s": {"type": "float", "default": start_watch.POLL_S},
     "max_attempts": {"type": "int", "default": 3},
-    "start_timeout_s": {"type": "float", "default": 7200.0},
+    "start_timeout_s": {"type": "float", "default": start_watch.START_TIMEOUT_S},
     "stop_timeout_s": {"type": "float", "default": 330.0},
     "failed_stop_timeout_s": {"type": "float", "default": 20.0},
     "release_timeout_s": {"type": "float", "default": 120.0},
@@ -60,7 +61,7 @@ class ActionModule(ActionBase):
         dummy_valid, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         problems = _arg_problems(args)
         try:
-            make_detector, settings = detector_factory(args["detector"], args["poll_s"])
+            make_detector, settings = start_watch.detector_factory(args["detector"], args["poll_s"])
         except ValueError as exc:
             problems.append("detector settings: %s" % exc)
         if problems:  # all of them at once, before anything runs on the host
@@ -77,9 +78,9 @@ class ActionModule(ActionBase):
             make_detector=make_detector,
             shell=self._shell_step, probe=lambda a: self._probe(a, task_vars),
             emit=lambda text: display.display("%s | %s" % (host, text)),
-            format_progress=format_progress,
+            format_progress=start_watch.format_progress,
             clock=time.time, sleep=time.sleep,
-            backoff=restart_policy.Backoff(base_s=args["backoff_base_s"], max_s=args["backoff_max_s"]),
+            backoff=retry_policy.Backoff(base_s=args["backoff_base_s"], max_s=args["backoff_max_s"]),
             rng=random.Random().random,
             prewarm=lambda options, step_s, max_total_s: prewarm_step.prewarm(
                 lambda module_args: self._execute_module(module_name=prewarm_step.PREWARM_MODULE,
@@ -169,7 +170,7 @@ def _range_problem(name, value, low, high, low_ok):
 def _arg_problems(args):
     problems = []
     try:
-        host_checks.check_unit_name(args["unit"])
+        check_unit_name(args["unit"])
     except ValueError as exc:
         problems.append(str(exc))
     if not 1 <= args["port"] <= 65535:

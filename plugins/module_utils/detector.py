@@ -15,13 +15,11 @@ from dataclasses import dataclass, field
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils import log_lines, tqdm_frames
 from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings
-from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import FAILURE_CLASSES
-from ansible_collections.sglang_ops.serving.plugins.module_utils.phases import PhaseModel, bar_kind
+from ansible_collections.sglang_ops.serving.plugins.module_utils.durations import fmt_duration
+from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import FAILURE_CLASSES, FINAL_VERDICTS
+from ansible_collections.sglang_ops.serving.plugins.module_utils.phases import PhaseModel
+from ansible_collections.sglang_ops.serving.plugins.module_utils.sglang_dialect import bar_kind
 
-VERDICTS = ("progressing", "quiet", "suspect", "stalled", "failed", "ready")
-FINAL_VERDICTS = ("ready", "stalled", "failed")
-# Reason codes for the verdicts that are not failure classes.
-INTERIM_CODES = ("starting", "progressing", "quiet", "suspect_spin", "suspect_idle", "ready")
 
 COMPILER_COMMS = re.compile(r"^(cc1plus|cc1|cicc|nvcc|ptxas|nvlink|fatbinary|cudafe\+\+|gcc|g\+\+|c\+\+|cc|clang\+\+|clang|ld|ld\.lld|as|ninja|make)$")
 WAIT_FRAME = re.compile(r"wait|barrier|futex|poll|select|recv|sleep|acquire|join|synchroni[sz]e|"
@@ -102,20 +100,11 @@ class _Clock:
         self.since, self.misses = None, 0
 
 
-def fmt_duration(seconds):
-    seconds = int(round(seconds or 0))
-    if seconds < 60:
-        return "%ds" % seconds
-    if seconds < 3600:
-        return "%dm%02ds" % (seconds // 60, seconds % 60)
-    return "%dh%02dm" % (seconds // 3600, seconds % 3600 // 60)
-
-
 class Detector:
-    def __init__(self, settings=None, gpus=None, poll_s=10.0):
+    """Everything it needs comes with the observations; the thresholds are the settings."""
+
+    def __init__(self, settings=None):
         self.settings = settings or DetectorSettings()
-        self.gpus = gpus
-        self.poll_s = poll_s
         self.phases = PhaseModel()
         self._final = None
         self._polls = 0

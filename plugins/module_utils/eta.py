@@ -15,7 +15,7 @@ the current phase; the estimate says so. Standard library only: this runs on the
 import statistics
 from dataclasses import dataclass
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import fmt_duration
+from ansible_collections.sglang_ops.serving.plugins.module_utils.durations import fmt_duration
 from ansible_collections.sglang_ops.serving.plugins.module_utils.phases import PHASES
 
 SLOWER_THAN_USUAL = 1.5          # a phase that took this many times its usual duration

@@ -1,10 +1,21 @@
-"""The failure classes the detector names, and whether a restart can fix each.
+"""The verdict vocabulary: the verdicts the detector gives, and the failure classes it
+names with whether a restart can fix each.
 
 One table, keyed by reason code. The detector reports these codes, the restart action
 asks `restart_helps` before restarting, and docs/runbook.md has one section per code
 (anchor = the code), so all three stay in step (tests/unit/test_failure_classes.py).
 """
 from dataclasses import dataclass
+
+# What the detector says of each observation; the last three end a watch.
+VERDICTS = ("progressing", "quiet", "suspect", "stalled", "failed", "ready")
+FINAL_VERDICTS = ("ready", "stalled", "failed")
+# Reason codes of the verdicts that are not failure classes.
+INTERIM_CODES = ("starting", "progressing", "quiet", "suspect_spin", "suspect_idle", "ready")
+# The watch's own verdict when it could not observe the host (a failure class, below).
+PROBE_ERROR = "probe_error"
+# A replay or report whose trace ended before a final verdict.
+UNDECIDED = "undecided"
 
 
 @dataclass(frozen=True)

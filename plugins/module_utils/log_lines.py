@@ -13,9 +13,8 @@ import functools
 import re
 from dataclasses import dataclass, replace
 
-# "[2026-05-30 20:27:00 TP3] msg", "[2026-05-30 20:27:00.123 DP0 TP3 EP3] msg"
-_PREFIX = re.compile(r"^\[(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)(?P<ranks>(?:\s+[DTPE]P\d+)*)\]\s?")
-_TP = re.compile(r"TP(\d+)")
+from ansible_collections.sglang_ops.serving.plugins.module_utils import sglang_dialect
+
 
 # (pattern, phase). First match wins; order matters only where patterns overlap.
 PHASE_MARKERS = (
@@ -80,10 +79,6 @@ FAILURE_CHATTER = re.compile(r"^\s*File \"|^\s{2,}\S|^\s*[\^~]+\s*$|During handl
                              r"The above exception was the direct cause|^\[rank\d+\]:|Received sigquit|^Killed$|"
                              r"NCCL (WARN|INFO)|debug info:|^Thread 0x|^Process \d+:|py-spy|pyspy")
 
-# journald's own lines about the unit.
-_MAIN_EXITED = re.compile(r"Main process exited, code=(?P<code>\w+), status=(?P<status>[\w/]+)")
-_UNIT_DONE = re.compile(r"\.service: (Deactivated successfully|Failed with result|Scheduled restart job)")
-
 _NUMBERS = re.compile(r"\d+(?:\.\d+)?")
 
 
@@ -100,15 +95,6 @@ class LogLine:
     exit_status: str   # "1/FAILURE", "0/SUCCESS", ... from "Main process exited", else None
     unit_done: bool    # journald says the unit finished (deactivated, failed, restart scheduled)
     key: str           # the message with numbers blanked: repeats of one message share a key
-
-
-def strip_prefix(msg):
-    """(text, rank) with the "[timestamp TPn]" prefix removed."""
-    m = _PREFIX.match(msg)
-    if not m:
-        return msg, None
-    tp = _TP.search(m.group("ranks") or "")
-    return msg[m.end():], (int(tp.group(1)) if tp else None)
 
 
 def phase_of(text):
@@ -146,7 +132,7 @@ def lethal_code(text):
 
 def classify(msg):
     """One frame of a journal record (no `\r` inside) as a LogLine."""
-    text, rank = strip_prefix(msg.strip())
+    text, rank = sglang_dialect.strip_prefix(msg.strip())
     line = LogLine(text, rank, *_meaning(text))
     if msg[:2] in ("  ", "\t") and not line.chatter:
         line = replace(line, chatter=True)   # an indented line: the body of a traceback
@@ -171,12 +157,11 @@ CLASS_PHASES = {
 def _meaning(text):
     """(phase, fatal_code, lethal, survivable, chatter, heartbeat, exit_status, unit_done, key) of a
     prefix-free text. Cached: every rank prints the same lines."""
-    exited = _MAIN_EXITED.search(text)
     heartbeat = is_heartbeat(text)
     code, lethal, survivable = (None, False, None) if heartbeat else lethal_code(text)
     chatter = bool(code or survivable or FAILURE_CHATTER.search(text))
-    return (phase_of(text), code, lethal, survivable, chatter, heartbeat, exited.group("status") if exited else None,
-            bool(_UNIT_DONE.search(text)), _NUMBERS.sub("#", text))
+    return (phase_of(text), code, lethal, survivable, chatter, heartbeat, sglang_dialect.exit_status(text),
+            bool(sglang_dialect.UNIT_DONE.search(text)), _NUMBERS.sub("#", text))
 
 
 def fatal_priority(code):

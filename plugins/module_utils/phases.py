@@ -9,20 +9,6 @@ PHASES = ("starting", "distributed_init", "weight_load", "post_load", "kv_cache"
 _ORDER = {p: i for i, p in enumerate(PHASES)}
 _FLOATING = "jit_compile"
 
-WEIGHT_BARS = ("checkpoint shards", "loading shards")   # bar descriptions of the shard loader
-BAR_PHASES = (("Capturing batches", "cuda_graph"), ("DeepGEMM", "jit_compile"))
-
-
-def bar_kind(desc):
-    """"shards", "cuda_graph", "jit_compile" or None for a bar description."""
-    low = desc.lower()
-    if any(w in low for w in WEIGHT_BARS):
-        return "shards"
-    for prefix, phase in BAR_PHASES:
-        if desc.startswith(prefix):
-            return phase
-    return None
-
 
 class PhaseModel:
     def __init__(self):

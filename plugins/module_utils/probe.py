@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils import (
-    api_key_config, cgroup, http_check, journal_reader, logfile_reader, nvidia_smi, procfs, pyspy, systemd_unit)
+    api_key_config, cgroup, http_check, journal_reader, logfile_reader, nvidia_smi, procfs, pyspy, sglang_dialect, systemd_unit)
 
 
 @dataclass
@@ -44,7 +44,7 @@ def _rank_targets(pids, main_pid):
     """(pid, rank) of each scheduler process; the main process when none is titled."""
     targets = []
     for pid in pids:
-        rank = pyspy.rank_of(procfs.read_cmdline(pid) or "")
+        rank = sglang_dialect.rank_of(procfs.read_cmdline(pid) or "")
         if rank:
             targets.append((pid, rank))
     if not targets and main_pid:

@@ -3,7 +3,7 @@
 "weight_load 29/64 shards · GPU 41/96 GB · disk 1.1 GB/s · CPU 350% · http refused · 3m12s · ETA 4m10s (usual 10m40s)"
 Used by the restart action and `sglang-ops replay --verbose`.
 """
-from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import fmt_duration
+from ansible_collections.sglang_ops.serving.plugins.module_utils.durations import fmt_duration
 
 SEP = " \u00b7 "
 
@@ -32,7 +32,7 @@ def progress_line(assessment, estimate=None):
         parts.append("CPU %.0f%%" % p["cpu_pct"])
     if p.get("http") is not None:
         parts.append("http %s" % p["http"])
-    parts.append(fmt_duration(p.get("elapsed_s", a.get("t"))))
+    parts.append(fmt_duration(p.get("elapsed_s", a.get("t")), unknown="0s"))
     if estimate is not None and estimate.text():
         parts.append(estimate.text())
     verdict = a.get("verdict")

@@ -6,22 +6,8 @@ import re
 from ansible_collections.sglang_ops.serving.plugins.module_utils.bounded_run import (
     bounded_run, find_executable)
 
-_RANK_TITLE = re.compile(r"sglang::scheduler_((?:[A-Z]P\d+_?)+)")
-_RANK_ARG = re.compile(r"(?:--tp-rank|--rank|TP_RANK=)[ =]?(\d+)")
 _THREAD = re.compile(r'^Thread (\S+)(?: \((\w+)\))?:? ?"?([^"]*)"?')
 _FRAME = re.compile(r"^\s+(\S+?) \((.*)\)\s*$")
-
-
-def rank_of(title_or_cmdline):
-    """'sglang::scheduler_TP3' -> 'TP3'; '... --tp-rank 2' -> 'TP2'; else None."""
-    text = title_or_cmdline or ""
-    m = _RANK_TITLE.search(text)
-    if m:
-        return m.group(1).rstrip("_").replace("_", "-")
-    m = _RANK_ARG.search(text)
-    if m:
-        return "TP%s" % m.group(1)
-    return None
 
 
 def parse_dump(text):

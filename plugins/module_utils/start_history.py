@@ -18,24 +18,23 @@ library only: this runs on the host too.
 import glob
 import json
 import os
-import re
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Detector
 from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings
+from ansible_collections.sglang_ops.serving.plugins.module_utils.sglang_dialect import model_path_of
 from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import TraceFormatError, read_trace
 
 HISTORY_LIMIT = 5          # the most recent ready starts that make "usual"
 SUPERVISOR_STARTS_DIR = "/var/lib/sglang-ops/starts"
-_MODEL_PATH = re.compile(r"""model_path=['"]([^'"]+)['"]""")
 
 
 def model_of(observations):
     """The model path SGLang printed in its server_args line, or None."""
     for obs in observations:
         for rec in obs.get("log") or ():
-            m = _MODEL_PATH.search(rec.get("msg") or "")
-            if m:
-                return m.group(1)
+            model = model_path_of(rec.get("msg"))
+            if model:
+                return model
     return None
 
 
@@ -47,7 +46,7 @@ def _read_bytes(obs):
 
 def record_from_trace(header, observations, host=None, source=None, settings=None):
     """The start record of one trace: the detector replayed, phase by phase."""
-    det = Detector(settings or DetectorSettings(), gpus=header.get("gpus"), poll_s=float(header.get("poll_s", 10.0)))
+    det = Detector(settings or DetectorSettings())
     phases, last, shards_total = [], None, None
     first_read = last_read = None
     for obs in observations:

@@ -12,10 +12,9 @@ import re
 import tempfile
 import time
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import FAILURE_CLASSES
+from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import FAILURE_CLASSES, FINAL_VERDICTS, VERDICTS
 from ansible_collections.sglang_ops.serving.plugins.module_utils.phases import PHASES
 
-VERDICTS = ("progressing", "quiet", "suspect", "stalled", "failed", "ready")
 OUTCOMES = ("ready", "gave_up", "interrupted")
 FILE_SUFFIX = ".prom"
 MIB = 2**20
@@ -99,7 +98,7 @@ class StartMetrics:
         self._add("sglang_hangs_after_ready_total", 0)
         for code in sorted(c.code for c in FAILURE_CLASSES.values() if c.restart_helps):
             self._add("sglang_restarts_total", 0, reason_code=code)
-        for verdict in ("ready", "stalled", "failed"):
+        for verdict in FINAL_VERDICTS:
             self._add("sglang_starts_total", 0, verdict=verdict)
         self.current = None       # dict while a start is watched
         self.last = None          # dict of the last finished run
@@ -122,7 +121,7 @@ class StartMetrics:
         cur["assessment"] = a
         cur["estimate"] = None if estimate is None else (estimate if isinstance(estimate, dict) else estimate.to_dict())
         self.last_assessment = a
-        if a.get("final") or a.get("verdict") in ("ready", "stalled", "failed"):
+        if a.get("final") or a.get("verdict") in FINAL_VERDICTS:
             self._add("sglang_starts_total", 1, verdict=a.get("verdict"))
 
     def restarted(self, reason_code):

@@ -1,4 +1,5 @@
 """A unit's state from one `systemctl show` call (parsing pure, IO at the edge)."""
+import re
 from dataclasses import dataclass
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.bounded_run import (
@@ -6,6 +7,21 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.bounded_run imp
 
 PROPERTIES = ("ActiveState", "SubState", "MainPID", "NRestarts", "ExecMainStatus", "Result",
               "ControlGroup", "LoadState", "InactiveExitTimestamp", "EnvironmentFiles")
+
+
+UNIT_NAME = re.compile(r"^[A-Za-z0-9@_.:\\-]+$")
+
+
+def check_unit_name(unit):
+    """The name itself; ValueError when it is not a valid systemd unit name."""
+    if not UNIT_NAME.match(unit or ""):
+        raise ValueError("unit %r is not a valid systemd unit name" % unit)
+    return unit
+
+
+def service_name(unit):
+    """'sglang-k26-ddtree' -> 'sglang-k26-ddtree.service'; a name with a suffix stays."""
+    return unit if "." in unit else unit + ".service"
 
 
 @dataclass

@@ -8,7 +8,8 @@ own record; both shapes decode the same way.
 import re
 from dataclasses import dataclass
 
-_PREFIX = re.compile(r"^\[[^\]]*\]\s*")
+from ansible_collections.sglang_ops.serving.plugins.module_utils import sglang_dialect
+
 # "<desc>:  45%|####| 29/64 [..]" and SGLang's "<desc>:  45% Completed | 29/64 [..]"
 _BAR = re.compile(
     r"^(?P<desc>[^\r\n]*?):?\s*(?P<pct>\d{1,3})%[^|\n]*\|[^|\n]*?\|?\s*"
@@ -36,7 +37,7 @@ def frames(msg):
 
 def parse_frame(text):
     """A BarFrame for a tqdm-looking frame, else None."""
-    text = _PREFIX.sub("", text.strip())
+    dummy_stamp, dummy_ranks, text = sglang_dialect.split_prefix(text.strip())
     m = _BAR.match(text)
     if not m:
         return None

@@ -1,12 +1,23 @@
-"""Read and check `sglang-trace/1` files (../shared/traces/FORMAT.md) at the edge.
+"""The one reader and writer of `sglang-trace/1` files (../shared/traces/FORMAT.md).
 
-Every problem raises TraceFormatError naming the file and line, so the CLI can print
-one clear line. Observations are returned as the dicts the detector consumes.
+Reading checks at the edge: every problem raises TraceFormatError naming the file and
+line, so the CLI can print one clear line. Observations are returned as the dicts the
+detector consumes.
+
+Writing: the probe reports wall-clock epoch seconds in `ts` (also in each log record); a
+trace carries `t`, seconds since the watch began. relative_observation() does that
+conversion, TraceWriter appends one JSON line per observation and flushes it, so a trace
+is complete up to the last poll even when the watcher is interrupted.
 """
 import json
 import math
+import os
+
+from ansible_collections.sglang_ops.serving.plugins.module_utils.redaction import redact
 
 FORMAT = "sglang-trace/1"
+# The nominal poll of a trace whose header does not say it.
+UNSTATED_POLL_S = 10.0
 _OUTCOMES = ("ready", "stalled", "failed")
 _NUM = (int, float)
 
@@ -26,7 +37,7 @@ def check_header(header, path="<trace>", line_no=1):
     _expect(isinstance(header, dict), path, line_no, "header must be a JSON object")
     _expect(header.get("format") == FORMAT, path, line_no,
             "not a %s trace (format is %r)" % (FORMAT, header.get("format")))
-    poll = header.get("poll_s", 10.0)
+    poll = header.get("poll_s", UNSTATED_POLL_S)
     _expect(isinstance(poll, _NUM) and not isinstance(poll, bool) and poll > 0, path, line_no, "poll_s must be a positive number")
     gpus = header.get("gpus")
     _expect(gpus is None or (isinstance(gpus, int) and not isinstance(gpus, bool) and gpus > 0), path, line_no,
@@ -149,3 +160,77 @@ def read_trace(path):
     if header is None:
         raise TraceFormatError(path, 1, "empty file: no %s header" % FORMAT)
     return header, observations
+
+
+def trace_header(name, unit, poll_s, gpus, description=""):
+    """The first line of a trace. No `expect`: a recorded start carries no label."""
+    header = {"format": FORMAT, "name": name, "unit": unit, "poll_s": float(poll_s)}
+    if gpus:  # a host where nvidia-smi could not be read leaves the count out
+        header["gpus"] = int(gpus)
+    header["description"] = description
+    return header
+
+
+def _relative_t(ts, t0):
+    return round(float(ts) - t0, 3)
+
+
+def relative_observation(obs, t0):
+    """A copy of a probe observation with `ts` (epoch seconds) turned into `t` (since t0).
+
+    An observation that already has `t` keeps it. Log records get the same treatment and
+    their text is passed through redact, so a key that slipped into a log line
+    never reaches a trace.
+    """
+    out = {k: v for k, v in obs.items() if k != "ts"}
+    if "t" not in out:
+        if "ts" not in obs:
+            raise ValueError("observation has neither 't' nor 'ts'")
+        out["t"] = _relative_t(obs["ts"], t0)
+    if "log" in obs:
+        records = []
+        for rec in obs["log"] or []:
+            new = {k: v for k, v in rec.items() if k != "ts"}
+            if "t" not in new:
+                new["t"] = _relative_t(rec.get("ts", obs.get("ts", t0)), t0)
+            new["msg"] = redact(str(rec.get("msg", "")))
+            records.append(new)
+        out["log"] = records
+    # `t` first, the order the format's examples use
+    return {"t": out.pop("t"), **out}
+
+
+class TraceWriter:
+    """Append-only writer of one trace file: header on open, one line per observation."""
+
+    def __init__(self, path, header):
+        if header.get("format") != FORMAT:
+            raise ValueError("trace header must have format %r" % FORMAT)
+        parent = os.path.dirname(path)
+        if parent:
+            os.makedirs(parent, exist_ok=True)
+        self.path = path
+        self.count = 0
+        self._fh = open(path, "w", encoding="utf-8")
+        self._write(header)
+
+    def _write(self, obj):
+        self._fh.write(json.dumps(obj, ensure_ascii=False, sort_keys=False) + "\n")
+        self._fh.flush()
+
+    def append(self, observation):
+        if "t" not in observation:
+            raise ValueError("trace observations need 't' (use relative_observation)")
+        self._write(observation)
+        self.count += 1
+
+    def close(self):
+        if not self._fh.closed:
+            self._fh.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False

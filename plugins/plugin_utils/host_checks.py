@@ -6,23 +6,15 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import systemd_unit
+from ansible_collections.sglang_ops.serving.plugins.module_utils import sglang_dialect, systemd_unit
+from ansible_collections.sglang_ops.serving.plugins.module_utils.systemd_unit import service_name
 
-UNIT_NAME = re.compile(r"^[A-Za-z0-9@_.:\\-]+$")
+NVIDIA_SMI_TIMEOUT_S = 20     # one nvidia-smi call in a remote step
+PYSPY_DUMP_TIMEOUT_S = 15     # one py-spy dump; the dumps run in parallel
 SHOW_PROPERTIES = ("LoadState", "ActiveState", "SubState", "MainPID", "ExecStart", "ControlGroup",
                    "FragmentPath")
 _NVSMI = ('smi=$(command -v nvidia-smi || { [ -x /usr/local/nvidia/bin/nvidia-smi ] && '
           'echo /usr/local/nvidia/bin/nvidia-smi; })')
-
-
-def check_unit_name(unit):
-    if not UNIT_NAME.match(unit or ""):
-        raise ValueError("unit %r is not a valid systemd unit name" % unit)
-    return unit
-
-
-def service_name(unit):
-    return unit if "." in unit else unit + ".service"
 
 
 def _cgroup_match(unit):
@@ -57,8 +49,8 @@ def gpu_holders_cmd(unit):
     `NOSMI` / `SMIFAIL rc` when nvidia-smi cannot answer."""
     return r"""%s
 if [ -z "$smi" ]; then echo NOSMI; exit 0; fi
-apps=$(timeout 20 "$smi" --query-compute-apps=pid,gpu_uuid,used_memory --format=csv,noheader,nounits 2>&1) || { echo "SMIFAIL $?"; exit 0; }
-gpus=$(timeout 20 "$smi" --query-gpu=index,uuid,memory.used,memory.total --format=csv,noheader,nounits 2>&1) || { echo "SMIFAIL $?"; exit 0; }
+apps=$(timeout %d "$smi" --query-compute-apps=pid,gpu_uuid,used_memory --format=csv,noheader,nounits 2>&1) || { echo "SMIFAIL $?"; exit 0; }
+gpus=$(timeout %d "$smi" --query-gpu=index,uuid,memory.used,memory.total --format=csv,noheader,nounits 2>&1) || { echo "SMIFAIL $?"; exit 0; }
 printf '%%s\n' "$gpus" | while IFS=, read -r idx uuid used total; do
   printf 'GPU\t%%s\t%%s\t%%s\t%%s\n' $idx $uuid $used $total
 done
@@ -68,7 +60,7 @@ printf '%%s\n' "$apps" | while IFS=, read -r pid uuid mem; do
   cmd=$(tr '\0' ' ' < /proc/$pid/cmdline 2>/dev/null)
   printf 'HOLDER\t%%s\t%%s\t%%s\t%%s\t%%s\n' "$pid" $uuid $mem "$incg" "$cmd"
 done
-""" % (_NVSMI, shlex.quote(_cgroup_match(unit)))
+""" % (_NVSMI, NVIDIA_SMI_TIMEOUT_S, NVIDIA_SMI_TIMEOUT_S, shlex.quote(_cgroup_match(unit)))
 
 
 @dataclass
@@ -122,7 +114,7 @@ def parse_gpu_holders(text):
 def is_our_orphan(cmdline, venv):
     """A server process that escaped the unit: SGLang's process titles, or the unit's venv."""
     cmd = cmdline.strip()
-    if cmd.startswith("sglang::"):
+    if sglang_dialect.is_server_title(cmd):
         return True
     if venv:
         argv0 = cmd.split(" ", 1)[0]
@@ -186,28 +178,8 @@ def parse_unit_pids(text):
     return pids
 
 
-def stop_cmd(unit, timeout_s):
-    return "timeout %d systemctl stop -- %s" % (max(1, int(timeout_s)), shlex.quote(service_name(unit)))
-
-
-def kill_unit_cmd(unit):
-    return "systemctl kill --signal=SIGKILL -- %s" % shlex.quote(service_name(unit))
-
-
-def start_cmd(unit, timeout_s=60):
-    """Start and wait for the start job (Type=exec/simple: until the process runs), so the
-    first observation never sees the state from before the start. A unit whose start job
-    waits longer (Type=notify) is left to the watch loop after timeout_s."""
-    q = shlex.quote(service_name(unit))
-    return "systemctl reset-failed -- %s 2>/dev/null; timeout %d systemctl start -- %s" % (
-        q, max(1, int(timeout_s)), q)
-
-
 def active_state_cmd(unit):
     return "systemctl show --property=ActiveState,SubState -- %s" % shlex.quote(service_name(unit))
-
-
-DAEMON_RELOAD_CMD = "systemctl daemon-reload"
 
 
 def restart_pending(props):
@@ -218,10 +190,6 @@ def restart_pending(props):
 def settled_after_stop(props):
     """True once the stop job is over: no deactivating, no pending auto-restart."""
     return props.get("ActiveState") in ("inactive", "failed")
-
-
-def kill_pids_cmd(pids):
-    return "kill -9 %s" % " ".join(str(int(p)) for p in pids)
 
 
 def diagnostics_cmds(unit, since_epoch_s, venv):
@@ -238,20 +206,22 @@ def diagnostics_cmds(unit, since_epoch_s, venv):
         "journal": "journalctl -u %s --since @%d --no-pager -a -o short-iso-precise | tail -n 5000"
                    % (q, int(since_epoch_s)),
         "nvidia-smi": "%s\nif [ -z \"$smi\" ]; then echo 'nvidia-smi not found'; exit 0; fi\n"
-                      "timeout 20 \"$smi\"; echo; echo '# compute apps (pid, gpu_uuid, used_memory MiB)'; "
-                      "timeout 20 \"$smi\" --query-compute-apps=pid,gpu_uuid,used_memory "
-                      "--format=csv,noheader,nounits" % _NVSMI,
+                      "timeout %d \"$smi\"; echo; echo '# compute apps (pid, gpu_uuid, used_memory MiB)'; "
+                      "timeout %d \"$smi\" --query-compute-apps=pid,gpu_uuid,used_memory "
+                      "--format=csv,noheader,nounits" % (_NVSMI, NVIDIA_SMI_TIMEOUT_S, NVIDIA_SMI_TIMEOUT_S),
         "ports": "ss -ltnp 2>&1 || netstat -ltnp 2>&1",
         "processes": "echo 'pid state command'; " + unit_pids_cmd(unit),
         # One dump per Python process, in parallel so a stopped or wedged process costs
         # one timeout, not one per rank.
-        "py-spy": "PYSPY=%s\nd=$(mktemp -d)\n" % pyspy + _each_unit_pid(unit, r"""  case "$cmd" in *python*|sglang::*) ;; *) continue;; esac
-  ( echo "=== PYSPY $p $cmd"; timeout 15 $PYSPY dump --nonblocking --pid $p 2>&1 || echo "(py-spy exited $?)" ) > "$d/$p" &""") +
+        "py-spy": "PYSPY=%s\nd=$(mktemp -d)\n" % pyspy + _each_unit_pid(unit, _PYSPY_EACH % (
+            sglang_dialect.SERVER_TITLE_PREFIX, PYSPY_DUMP_TIMEOUT_S)) +
         "wait\ncat \"$d\"/* 2>/dev/null\nrm -rf \"$d\"\n",
     }
 
 
-_RANK = re.compile(r"(?:TP|_TP)(\d+)")
+# The loop body of the py-spy capture: Python processes and SGLang's titled children only.
+_PYSPY_EACH = r"""  case "$cmd" in *python*|%s*) ;; *) continue;; esac
+  ( echo "=== PYSPY $p $cmd"; timeout %d $PYSPY dump --nonblocking --pid $p 2>&1 || echo "(py-spy exited $?)" ) > "$d/$p" &"""
 
 
 def split_pyspy(text):
@@ -264,8 +234,8 @@ def split_pyspy(text):
                 parts[label] = "\n".join(buf) + "\n"
             dummy_marker, dummy_word, pid, *cmd = line.split(" ")
             cmdline = " ".join(cmd)
-            m = _RANK.search(cmdline) if cmdline.startswith("sglang::") else None
-            label = "rank%s" % m.group(1) if m else "pid%s" % pid
+            rank = sglang_dialect.tp_rank(sglang_dialect.rank_of(cmdline)) if sglang_dialect.is_server_title(cmdline) else None
+            label = "rank%d" % rank if rank is not None else "pid%s" % pid
             buf = [line[4:]]
         elif label:
             buf.append(line)

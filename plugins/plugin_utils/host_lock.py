@@ -24,6 +24,8 @@ import socket
 import time
 import uuid
 
+from ansible_collections.sglang_ops.serving.plugins.module_utils.durations import fmt_duration
+
 LOCK_DIR = "/run/sglang-ops"
 LOCK_NAME = "restart.lock"
 # Beyond the computed bound: diagnostics, the hand-over, a slow connection.
@@ -171,7 +173,7 @@ def describe(holder, host_now_epoch_s=None):
     if isinstance(started, (int, float)):
         text += ", running since %s" % _iso(started)
         if host_now_epoch_s is not None:
-            text += " (%s ago)" % _duration(host_now_epoch_s - started)
+            text += " (%s ago)" % fmt_duration(host_now_epoch_s - started)
     if holder.get("artifacts"):
         text += ", artifacts %s" % holder["artifacts"]
     expires = holder.get("expires_epoch_s")
@@ -192,15 +194,6 @@ def pid_alive(pid):
 
 def _iso(epoch_s):
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch_s))
-
-
-def _duration(seconds):
-    seconds = max(0, int(seconds))
-    if seconds < 60:
-        return "%ds" % seconds
-    if seconds < 3600:
-        return "%dm%02ds" % divmod(seconds, 60)
-    return "%dh%02dm" % (seconds // 3600, seconds % 3600 // 60)
 
 
 class HostLock:

@@ -2,6 +2,7 @@
 detector's decision, the journal and the measured signals. Pure functions."""
 import re
 
+from ansible_collections.sglang_ops.serving.plugins.module_utils import sglang_dialect
 from ansible_collections.sglang_ops.serving.plugins.module_utils.redaction import redact
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import trace_signals
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_words import fmt_duration, fmt_t
@@ -13,10 +14,6 @@ EVIDENCE_WINDOW_S = 60.0
 ERROR_LINE = re.compile(
     r"error|exception|traceback|out of memory|failed|fatal|timeout|timed out|"
     r"address already in use|unbalanced|killed|abort", re.IGNORECASE)
-
-
-# systemd's own record of the main process ending, as `journalctl -u` shows it.
-MAIN_PROCESS_EXITED = re.compile(r"Main process exited")
 
 
 def _numeric_last_moved(evidence):
@@ -39,7 +36,7 @@ def onset(verdict, decided_t, decision, observations, lines):
             # observation that delivered them: look at what the deciding poll had seen
             seen = trace_signals.log_lines([o for o in observations if o["t"] <= decided_t])
             for line in seen:
-                if MAIN_PROCESS_EXITED.search(line.text):
+                if sglang_dialect.says_main_exited(line.text):
                     return min(line.t, decided_t), "systemd saw the main process exit"
             if gone is not None:
                 return gone, "main process gone"
@@ -61,7 +58,7 @@ def onset(verdict, decided_t, decision, observations, lines):
 
 def _named_fatal_texts(decision):
     """The fatal lines the detector named, as the report's journal lines carry them."""
-    return [trace_signals.split_prefix(redact(str(x)))[2] for x in (decision.get("evidence") or {}).get("fatal_lines") or []]
+    return [sglang_dialect.split_prefix(redact(str(x)))[2] for x in (decision.get("evidence") or {}).get("fatal_lines") or []]
 
 
 def _main_process_gone_t(observations, decided_t):

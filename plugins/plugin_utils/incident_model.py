@@ -7,7 +7,7 @@ render this one model, so the three never disagree.
 import re
 from dataclasses import asdict, dataclass, field
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import FAILURE_CLASSES
+from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import FAILURE_CLASSES, FINAL_VERDICTS, UNDECIDED
 from ansible_collections.sglang_ops.serving.plugins.module_utils.redaction import redact
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import trace_signals
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_evidence import (
@@ -16,7 +16,6 @@ from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_timeli
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_words import (  # noqa: F401 (re-exported)
     OTHER_CODE_TITLES, PHASE_WORDS, fmt_duration, fmt_t, utc)
 
-FINAL_VERDICTS = ("ready", "stalled", "failed")
 DIAGNOSTIC_EXCERPT_LINES = 40
 
 
@@ -266,7 +265,7 @@ def build_incident(header, observations, assessments, run=None, diagnostics=None
             # the replay disagrees (other settings, another release): keep only what was acted on
             decision = {"t": decided_t, "phase": phase, "verdict": verdict, "reason_code": code, "reason": reason}
     else:
-        verdict = decision.get("verdict") if decided else "undecided"
+        verdict = decision.get("verdict") if decided else UNDECIDED
         code = decision.get("reason_code") or verdict
         reason = decision.get("reason") or ""
         phase = decision.get("phase") or "starting"

@@ -17,7 +17,7 @@ from ansible_collections.sglang_ops.serving.plugins.plugin_utils import runbook 
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_model import build_incident
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report_markdown import render_markdown
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.timeline_svg import render_svg
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.trace_writer import read_trace
+from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import read_trace
 
 REPORT_MD = "report.md"
 REPORT_JSON = "report.json"
@@ -42,7 +42,7 @@ def replay(header, observations, settings=None):
         except (ValueError, TypeError):
             # settings from a newer or older release: replay with today's defaults
             base = DetectorSettings()
-    det = Detector(base, gpus=int(header.get("gpus") or 1), poll_s=float(header.get("poll_s") or 5.0))
+    det = Detector(base)
     return [det.observe(obs).to_dict() for obs in observations]
 
 

@@ -1,6 +1,8 @@
 """The words and number formats every part of the incident report shares."""
 import time
 
+from ansible_collections.sglang_ops.serving.plugins.module_utils.durations import fmt_duration
+
 PHASE_WORDS = {
     "starting": "process start and argument parsing",
     "distributed_init": "distributed (NCCL) initialisation",
@@ -18,25 +20,10 @@ PHASE_WORDS = {
 }
 
 
-# Reason codes the restart action reports that are not failure classes of the detector.
+# Reason codes the report may meet that are not failure classes (failure_classes.py).
 OTHER_CODE_TITLES = {
-    "remote_step_failed": "a step of the restart failed on the host",
-    "probe_error": "the probe could not observe the host",
     "unknown": "reason not recorded",
 }
-
-
-def fmt_duration(seconds):
-    """'9m43s', '1h02m', '45s'; '?' for None."""
-    if seconds is None:
-        return "?"
-    s = int(round(seconds))
-    if s < 60:
-        return "%ds" % s
-    if s < 3600:
-        return "%dm%02ds" % divmod(s, 60)
-    h, rem = divmod(s, 3600)
-    return "%dh%02dm" % (h, rem // 60)
 
 
 def utc(epoch_s):

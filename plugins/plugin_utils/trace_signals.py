@@ -7,14 +7,10 @@ Rates are computed between consecutive observations, so a missing field leaves a
 import re
 from dataclasses import dataclass, field
 
+from ansible_collections.sglang_ops.serving.plugins.module_utils import sglang_dialect
 from ansible_collections.sglang_ops.serving.plugins.module_utils.redaction import redact
 
 MIB_PER_GIB = 1024.0
-
-# "[2026-05-30 20:27:43 TP4] message" / "[... DP0 TP3] ..." ; main-process lines have no rank.
-_PREFIX = re.compile(r"^\[(?P<stamp>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?)"
-                     r"(?P<ranks>(?:\s+[TDPE]P\d+)*)\]\s?(?P<text>.*)$", re.DOTALL)
-_SHARD_BAR = re.compile(r"(?:checkpoint shards|loading shards)\D*?(\d+)%[^|]*\|\s*(\d+)/(\d+)")
 
 
 @dataclass
@@ -65,18 +61,10 @@ def shard_progress(msg):
     """(done, total) from the last shard-bar frame in a record, or None."""
     found = None
     for frame in msg.split("\r"):
-        m = _SHARD_BAR.search(frame)
+        m = sglang_dialect.SHARD_BAR.search(frame)
         if m:
             found = (int(m.group(2)), int(m.group(3)))
     return found
-
-
-def split_prefix(msg):
-    """(stamp, rank label, text) of one SGLang log line; rank '' when it has none."""
-    m = _PREFIX.match(msg)
-    if not m:
-        return "", "", msg
-    return m.group("stamp"), " ".join(m.group("ranks").split()), m.group("text")
 
 
 def _rank_label(ranks):
@@ -102,10 +90,10 @@ def log_lines(observations):
             msg = redact(rec.get("msg") or "")
             t = float(rec.get("t", obs.get("t", 0.0)))
             text, frames = last_frame(msg)
-            stamp, ranks, text = split_prefix(text)
+            stamp, ranks, text = sglang_dialect.split_prefix(text)
             if frames > 1 or not text:
                 # a blob's frames carry no prefix of their own past the first
-                first_stamp, first_ranks, dummy_rest = split_prefix(msg.lstrip("\r"))
+                first_stamp, first_ranks, dummy_rest = sglang_dialect.split_prefix(msg.lstrip("\r"))
                 stamp, ranks = stamp or first_stamp, ranks or first_ranks
             raw.append((t, ranks, text, max(frames, 1), stamp))
     folded, index = [], {}

@@ -12,6 +12,7 @@ import sys
 from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Detector
 from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings
 from ansible_collections.sglang_ops.serving.plugins.module_utils.eta import EtaEstimator
+from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import UNDECIDED
 from ansible_collections.sglang_ops.serving.plugins.module_utils.progress_line import progress_line
 from ansible_collections.sglang_ops.serving.plugins.module_utils.start_history import history_traces, load_history
 from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import TraceFormatError, read_trace
@@ -42,7 +43,7 @@ def parse_overrides(pairs):
 
 def replay(header, observations, settings, on_assessment=None):
     """The verdict dict of the replay contract for one trace."""
-    det = Detector(settings, gpus=header.get("gpus"), poll_s=float(header.get("poll_s", 10.0)))
+    det = Detector(settings)
     last = None
     for obs in observations:
         last = det.observe(obs)
@@ -51,8 +52,8 @@ def replay(header, observations, settings, on_assessment=None):
         if last.final:
             break
     if last is None:
-        return {"verdict": "undecided", "t": None, "phase": None, "reason": "the trace has no observations"}
-    verdict = last.verdict if last.final else "undecided"
+        return {"verdict": UNDECIDED, "t": None, "phase": None, "reason": "the trace has no observations"}
+    verdict = last.verdict if last.final else UNDECIDED
     reason = last.reason if last.final else "end of trace while %s: %s" % (last.verdict, last.reason)
     return {"verdict": verdict, "t": last.t, "phase": last.phase, "reason": reason,
             "reason_code": last.reason_code, "evidence": last.evidence}

@@ -10,7 +10,7 @@ class Start:
 
     def __init__(self, gpus=8, poll_s=10.0, settings=None, **overrides):
         settings = (settings or DetectorSettings()).with_overrides(overrides)
-        self.det = Detector(settings, gpus=gpus, poll_s=poll_s)
+        self.det = Detector(settings)
         self.gpus, self.poll_s = gpus, poll_s
         self.t = 0.0
         self.cpu_s = 0.0

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import pyspy
+from ansible_collections.sglang_ops.serving.plugins.module_utils import pyspy, sglang_dialect
 
 DUMP = """Process 7187: python3 -m sglang.launch_server --model-path /m --tp-size 8
 Python v3.11.7 (/usr/bin/python3.11)
@@ -33,7 +33,7 @@ def test_main_thread_frames_innermost_first():
     ("sglang::detokenizer", None),
 ])
 def test_rank_from_process_title_or_command_line(text, rank):
-    assert pyspy.rank_of(text) == rank
+    assert sglang_dialect.rank_of(text) == rank
 
 
 def test_stopped_process_is_read_without_pausing_it():

@@ -2,10 +2,11 @@
 import random
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Assessment
-from ansible_collections.sglang_ops.serving.plugins.module_utils.restart_policy import Backoff
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.retry_policy import Backoff
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import host_checks as hc
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils import systemctl_verbs
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import RunArtifacts
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart_run import RestartProcedure
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart_procedure import RestartProcedure
 
 UNIT = "sglang-k26-ddtree"
 VENV = "/opt/sglang/venv"
@@ -83,7 +84,7 @@ class FakeHost:
                 self.settle_polls -= 1
                 return 0, "ActiveState=deactivating\nSubState=stop-sigterm\n", ""
             return 0, "ActiveState=%s\nSubState=dead\n" % ("inactive" if self.stopped else "active"), ""
-        if cmd == hc.DAEMON_RELOAD_CMD:
+        if cmd == systemctl_verbs.DAEMON_RELOAD_CMD:
             self.events.append("daemon-reload")
             if self.reload_settles:
                 self.settle_polls = 0

@@ -2,6 +2,7 @@ import subprocess
 
 import pytest
 
+from ansible_collections.sglang_ops.serving.plugins.module_utils.systemd_unit import check_unit_name
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import host_checks as hc
 
 UNIT = "sglang-k26-ddtree"
@@ -70,7 +71,7 @@ def test_venv_is_read_off_exec_start(exec_start, venv):
 @pytest.mark.parametrize("bad", ["", "a b", "x;reboot", "$(id)"])
 def test_unit_names_that_could_inject_shell_are_refused(bad):
     with pytest.raises(ValueError):
-        hc.check_unit_name(bad)
+        check_unit_name(bad)
 
 
 def test_unit_listing_matches_only_the_units_cgroup_line():

@@ -152,7 +152,7 @@ def test_restart_holds_the_lock_while_it_runs_and_gives_it_back(tmp_path):
 def test_ctrl_c_during_the_watch_records_the_run_releases_the_lock_and_touches_nothing_more(tmp_path):
     import signal
 
-    from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart_run import RunInterrupted, interruptible
+    from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart_procedure import RunInterrupted, interruptible
     host = LockingHost()
     proc, host, probe, *_ = make_procedure(tmp_path, [[progressing(), progressing(), progressing(), ready()]],
                                            host=host)

@@ -1,7 +1,7 @@
 import json
 import os
 
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.trace_writer import read_trace
+from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import read_trace
 
 from ansible_collections.sglang_ops.serving.tests.unit.restart.restart_fakes import FakeHost, FakeProbe, Clock, make_procedure, progressing, ready, stalled
 

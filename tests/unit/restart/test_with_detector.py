@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart_run import (
+from ansible_collections.sglang_ops.serving.plugins.module_utils.start_watch import (
     detector_factory, format_progress)
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.trace_writer import (
+from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import (
     TraceWriter, read_trace, relative_observation, trace_header)
 
 from ansible_collections.sglang_ops.serving.tests.unit.restart.restart_fakes import Clock, FakeHost, make_procedure

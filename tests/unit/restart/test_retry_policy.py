@@ -1,8 +1,8 @@
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import restart_policy
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils import retry_policy
 from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import FAILURE_CLASSES
-from ansible_collections.sglang_ops.serving.plugins.module_utils.restart_policy import (
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.retry_policy import (
     HAND_OVER, READY, RESTART, Backoff, decide)
 
 
@@ -82,6 +82,6 @@ def test_backoff_rejects_settings_that_would_shrink_or_go_negative(kwargs):
 
 def test_policy_module_has_no_side_effect_imports():
     # decisions only: nothing in the policy reaches for the network, files or Ansible
-    src = open(restart_policy.__file__).read()
+    src = open(retry_policy.__file__).read()
     for forbidden in ("import os", "import subprocess", "from ansible.", "open("):
         assert forbidden not in src

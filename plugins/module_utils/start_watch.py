@@ -1,12 +1,20 @@
 """Watch one start of the unit: probe every poll_s, feed the detector, print progress,
-stop at a final verdict. Controller side; Ansible is injected (probe, emit), so the loop
-runs in unit tests with a fake probe, a fake clock and a real detector.
+stop at a final verdict. Runs wherever the probe can be called: the restart action drives
+it from the controller, a watcher on the host can drive it locally; the host comes in as
+callables (probe, emit, clock, sleep), so the loop runs in unit tests with a fake probe, a
+fake clock and a real detector.
 """
 from dataclasses import dataclass, field
 
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.trace_writer import relative_observation
+from ansible_collections.sglang_ops.serving.plugins.module_utils import progress_line
+from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Detector
+from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings
+from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import FINAL_VERDICTS, PROBE_ERROR
+from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import relative_observation
 
-FINAL_VERDICTS = ("ready", "stalled", "failed")
+POLL_S = 5.0                 # seconds between probes
+START_TIMEOUT_S = 7200.0     # the hard upper bound of one start, whatever the detector says
+MAX_PROBE_FAILURES = 3       # failed probes in a row before the watch gives up
 
 
 @dataclass
@@ -28,6 +36,23 @@ class WatchOutcome:
     def to_dict(self):
         return {"verdict": self.verdict, "phase": self.phase, "reason_code": self.reason_code,
                 "reason": self.reason, "t": self.t, "polls": self.polls}
+
+
+def detector_factory(overrides, poll_s):
+    """(make_detector(gpus), settings); ValueError on an unknown or bad setting."""
+    settings = DetectorSettings().with_overrides(dict(overrides or {}))
+
+    def make_detector(gpus):
+        del gpus  # the detector reads the GPU count off each observation
+        return Detector(settings)
+    return make_detector, settings
+
+
+def format_progress(assessment, elapsed_s, estimate=None):
+    """The one-line progress text (the detector's progress_line formatter), with the ETA
+    of an eta.Estimate."""
+    del elapsed_s  # the assessment carries the elapsed time of its observation
+    return progress_line.progress_line(assessment, estimate)
 
 
 def completion_ok(observation):
@@ -60,7 +85,7 @@ class StartWatch:
     """
 
     def __init__(self, probe, make_detector, open_trace, emit, format_progress, clock, sleep,
-                 poll_s, start_timeout_s, gpus=None, max_probe_failures=3, on_poll=None):
+                 poll_s, start_timeout_s, gpus=None, max_probe_failures=MAX_PROBE_FAILURES, on_poll=None):
         self.probe = probe
         self.make_detector = make_detector
         self.open_trace = open_trace
@@ -97,7 +122,7 @@ class StartWatch:
                 probe_failures += 1
                 if probe_failures >= self.max_probe_failures:
                     return WatchOutcome(
-                        "probe_error", getattr(last_a, "phase", "starting"), "probe_error",
+                        PROBE_ERROR, getattr(last_a, "phase", "starting"), PROBE_ERROR,
                         "the probe failed %d times in a row: %s" % (probe_failures, result.get("msg", "no observation")),
                         round(self.clock() - t0, 3), polls, _assessment_dict(last_a) if last_a else {},
                         last_obs, cost_totals)

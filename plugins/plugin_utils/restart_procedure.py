@@ -1,6 +1,6 @@
 """The restart procedure of one host, as an operator would follow it: preflight, stop,
 confirm the unit's processes are gone and the GPUs released, start, watch, and on a
-failure capture diagnostics and either restart (restart_policy) or hand over.
+failure capture diagnostics and either restart (retry_policy) or hand over.
 
 Everything that touches the host comes in as callables (shell, probe), so the procedure
 runs in unit tests against a scripted host; the action plugin plugs in Ansible.
@@ -10,12 +10,13 @@ import dataclasses
 import os
 import signal
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import restart_policy
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils import retry_policy
+from ansible_collections.sglang_ops.serving.plugins.module_utils.durations import fmt_duration
 from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import FAILURE_CLASSES
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils import host_checks, host_lock, metrics_step
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils import host_checks, host_lock, metrics_step, systemctl_verbs
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import iso_utc, redact_secrets
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart_watch import StartWatch
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.trace_writer import (
+from ansible_collections.sglang_ops.serving.plugins.module_utils.start_watch import StartWatch
+from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import (
     TraceWriter, relative_observation, trace_header)
 
 RELEASE_POLL_S = 2.0
@@ -69,17 +70,6 @@ def default_artifacts_root(playbook_dir):
     return os.path.join(base, "artifacts")
 
 
-def detector_factory(overrides, poll_s):
-    """(make_detector(gpus), settings); ValueError on an unknown or bad setting."""
-    from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Detector
-    from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings
-    settings = DetectorSettings().with_overrides(dict(overrides or {}))
-
-    def make_detector(gpus):
-        return Detector(settings, gpus=gpus, poll_s=poll_s)
-    return make_detector, settings
-
-
 def settings_dict(settings):
     if settings is None:
         return {}
@@ -90,16 +80,8 @@ def settings_dict(settings):
     return dict(vars(settings))
 
 
-def format_progress(assessment, elapsed_s, estimate=None):
-    """The one-line progress text (the detector's progress_line formatter), with the ETA."""
-    from ansible_collections.sglang_ops.serving.plugins.module_utils import progress_line
-    del elapsed_s  # the assessment carries the elapsed time of its observation
-    return progress_line.progress_line(assessment, estimate)
-
-
 def _time_to_ready_words(ttr):
     """'time to ready 4m10s (usual 10m40s); slower than usual: post_load 9m00s (usual 4m00s); '."""
-    from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import fmt_duration
     if not ttr or ttr.get("ready_after_s") is None:
         return ""
     words = "time to ready %s" % fmt_duration(ttr["ready_after_s"])
@@ -309,7 +291,7 @@ class RestartProcedure:
             self.emit("%s in %s after %.0f s: %s (%s); capturing diagnostics" % (
                 outcome.verdict.upper(), outcome.phase, outcome.t, outcome.reason_code, outcome.reason))
             attempt["diagnostics"] = self._capture_diagnostics(n, attempt["started_epoch_s"])
-            decision = restart_policy.decide(outcome.reason_code, n, max_attempts, earlier_codes)
+            decision = retry_policy.decide(outcome.reason_code, n, max_attempts, earlier_codes)
             earlier_codes.append(outcome.reason_code)
             attempt["action"] = "restarted" if decision.restarts else "handed_over"
             attempt["decision"] = decision.reason
@@ -337,10 +319,10 @@ class RestartProcedure:
         self.stage = "starting %s (attempt %d)" % (self.unit, n)
         self.current_attempt = {"n": n, "trace": self.artifacts.trace_relpath(n), "started": iso_utc(t0),
                                 "started_epoch_s": round(t0, 3)}
-        rc, dummy_out, err = self.shell(host_checks.start_cmd(self.unit), 90)
+        rc, dummy_out, err = self.shell(systemctl_verbs.start_cmd(self.unit), systemctl_verbs.START_STEP_TIMEOUT_S)
         self.changed = True
         if rc == 124:
-            self.emit("the start job is still waiting after 60 s; watching it")
+            self.emit("the start job is still waiting after %d s; watching it" % systemctl_verbs.START_JOB_WAIT_S)
         elif rc != 0:
             # The watch sees the failed unit and names it; the message says why.
             self.emit("systemctl start exited %s: %s" % (rc, redact_secrets((err or "").strip()[-300:])))
@@ -368,11 +350,12 @@ class RestartProcedure:
         """Stop the unit and wait (bounded) until its cgroup is empty and the GPUs are
         back to baseline. None when done, else (reason_code, reason)."""
         self.emit("stopping %s (timeout %.0f s)" % (self.unit, timeout_s))
-        rc, dummy_out, err = self.shell(host_checks.stop_cmd(self.unit, timeout_s), timeout_s + 30)
+        rc, dummy_out, err = self.shell(systemctl_verbs.stop_cmd(self.unit, timeout_s),
+                                        timeout_s + systemctl_verbs.STOP_STEP_MARGIN_S)
         self.changed = True
         if rc != 0:
             self.emit("stop did not finish (rc %s): sending SIGKILL to the unit's processes" % rc)
-            self.shell(host_checks.kill_unit_cmd(self.unit), 60)
+            self.shell(systemctl_verbs.kill_unit_cmd(self.unit), systemctl_verbs.KILL_STEP_TIMEOUT_S)
         deadline = self.clock() + self.args["release_timeout_s"]
         while True:
             dummy_rc, out, dummy_err = self._sh(host_checks.unit_pids_cmd(self.unit), "process listing")
@@ -382,7 +365,7 @@ class RestartProcedure:
             if self.clock() >= deadline:
                 return ("gpu_not_released", "processes of %s survived stop and SIGKILL: %s" % (
                     self.unit, "; ".join("PID %d (state %s): %s" % p for p in left)))
-            self.shell(host_checks.kill_unit_cmd(self.unit), 60)
+            self.shell(systemctl_verbs.kill_unit_cmd(self.unit), systemctl_verbs.KILL_STEP_TIMEOUT_S)
             self.sleep(RELEASE_POLL_S)
         settle_began, nudged = self.clock(), False
         while True:
@@ -392,14 +375,15 @@ class RestartProcedure:
                 break
             if host_checks.restart_pending(props):
                 # systemd's own Restart= fired meanwhile: cancel it, the procedure starts.
-                self.shell(host_checks.stop_cmd(self.unit, 30), 60)
+                self.shell(systemctl_verbs.stop_cmd(self.unit, systemctl_verbs.CANCEL_RESTART_STOP_S),
+                           systemctl_verbs.CANCEL_RESTART_STOP_S + systemctl_verbs.STOP_STEP_MARGIN_S)
             elif not nudged and self.clock() - settle_began >= SETTLE_NUDGE_S:
                 # The processes are gone (checked above) but systemd still waits for the
                 # cgroup-empty notice, which some container setups never deliver; a
                 # daemon-reload makes it look at the cgroup again.
                 self.emit("no process left but %s is still %s/%s: daemon-reload so systemd sees it" % (
                     self.unit, props.get("ActiveState"), props.get("SubState")))
-                self.shell(host_checks.DAEMON_RELOAD_CMD, 60)
+                self.shell(systemctl_verbs.DAEMON_RELOAD_CMD, systemctl_verbs.KILL_STEP_TIMEOUT_S)
                 nudged = True
             if self.clock() >= deadline:
                 return ("gpu_not_released", "%s did not settle after stop (ActiveState=%s, SubState=%s)" % (
@@ -418,7 +402,7 @@ class RestartProcedure:
                     return ("orphan_processes", "leftover server processes hold GPU memory after stop: %s "
                             "(set kill_orphans: true to kill them)" % "; ".join(h.describe() for h in orphans))
                 self.emit("killing leftover server processes: " + "; ".join(h.describe() for h in orphans))
-                self.shell(host_checks.kill_pids_cmd([h.pid for h in orphans]), 30)
+                self.shell(systemctl_verbs.kill_pids_cmd([h.pid for h in orphans]), systemctl_verbs.KILL_PIDS_TIMEOUT_S)
                 killed.extend(redact_secrets(h.describe()) for h in orphans)
             released, why = host_checks.gpu_released(check, self.args["gpu_idle_mib"])
             if released and not orphans:

@@ -1,0 +1,38 @@
+"""The systemctl verbs the restart runs on the target: start, stop, kill, daemon-reload
+(and kill -9 of leftover processes), as quoted shell commands, each with the bound of its
+remote step. What the restart reads of the host comes from elsewhere (host_checks, the probe).
+"""
+import shlex
+
+from ansible_collections.sglang_ops.serving.plugins.module_utils.systemd_unit import service_name
+
+# systemctl start waits this long for the start job (Type=exec/simple: until the process
+# runs); a unit whose start job waits longer (Type=notify) is left to the watch.
+START_JOB_WAIT_S = 60
+START_STEP_TIMEOUT_S = 90       # the remote step around `systemctl start`
+STOP_STEP_MARGIN_S = 30         # the remote step around `systemctl stop`: its own timeout plus this
+CANCEL_RESTART_STOP_S = 30      # the stop that cancels a pending Restart= of systemd
+KILL_STEP_TIMEOUT_S = 60        # systemctl kill --signal=SIGKILL, daemon-reload
+KILL_PIDS_TIMEOUT_S = 30        # kill -9 of leftover processes
+
+DAEMON_RELOAD_CMD = "systemctl daemon-reload"
+
+
+def start_cmd(unit, timeout_s=START_JOB_WAIT_S):
+    """Start and wait for the start job, so the first observation never sees the state
+    from before the start; reset-failed first, so a failed unit can start again."""
+    q = shlex.quote(service_name(unit))
+    return "systemctl reset-failed -- %s 2>/dev/null; timeout %d systemctl start -- %s" % (
+        q, max(1, int(timeout_s)), q)
+
+
+def stop_cmd(unit, timeout_s):
+    return "timeout %d systemctl stop -- %s" % (max(1, int(timeout_s)), shlex.quote(service_name(unit)))
+
+
+def kill_unit_cmd(unit):
+    return "systemctl kill --signal=SIGKILL -- %s" % shlex.quote(service_name(unit))
+
+
+def kill_pids_cmd(pids):
+    return "kill -9 %s" % " ".join(str(int(p)) for p in pids)
