@@ -14,11 +14,12 @@ from ansible.utils.display import Display
 
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import retry_policy
 from ansible_collections.sglang_ops.serving.plugins.module_utils import start_watch
+from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings
 from ansible_collections.sglang_ops.serving.plugins.module_utils.systemd_unit import check_unit_name
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils import host_lock, prewarm_step
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils import host_lock, prewarm_step, remote_host_port
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import RunArtifacts, iso_utc
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart_procedure import (
-    RemoteStepFailed, RestartProcedure, RunInterrupted, default_artifacts_root, interruptible)
+    RemoteStepFailed, RestartOptions, RestartProcedure, RunInterrupted, default_artifacts_root, interruptible)
 
 display = Display()
 
@@ -61,7 +62,7 @@ class ActionModule(ActionBase):
         dummy_valid, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         problems = _arg_problems(args)
         try:
-            make_detector, settings = start_watch.detector_factory(args["detector"], args["poll_s"])
+            settings = DetectorSettings().with_overrides(dict(args["detector"] or {}))
         except ValueError as exc:
             problems.append("detector settings: %s" % exc)
         if problems:  # all of them at once, before anything runs on the host
@@ -73,21 +74,22 @@ class ActionModule(ActionBase):
         artifacts = RunArtifacts(root, host, started_epoch_s)
         lock = host_lock.HostLock(self._shell_step, host_lock.holder_record(args, artifacts.path, started_epoch_s),
                                   force=args["break_lock"])
+
+        def emit(text):
+            display.display("%s | %s" % (host, text))
+
+        port = remote_host_port.RemoteHostPort(
+            args["unit"], self._shell_step, lambda module_args: self._probe(module_args, task_vars), emit,
+            remote_host_port.probe_args(args))
+        options = RestartOptions(args, settings, retry_policy.Backoff(base_s=args["backoff_base_s"],
+                                                                      max_s=args["backoff_max_s"]),
+                                 random.Random().random)
         procedure = RestartProcedure(
-            host=host, args=args, artifacts=artifacts, settings=settings,
-            make_detector=make_detector,
-            shell=self._shell_step, probe=lambda a: self._probe(a, task_vars),
-            emit=lambda text: display.display("%s | %s" % (host, text)),
-            format_progress=start_watch.format_progress,
-            clock=time.time, sleep=time.sleep,
-            backoff=retry_policy.Backoff(base_s=args["backoff_base_s"], max_s=args["backoff_max_s"]),
-            rng=random.Random().random,
+            host, options, port, artifacts, lock=lock,
             prewarm=lambda options, step_s, max_total_s: prewarm_step.prewarm(
                 lambda module_args: self._execute_module(module_name=prewarm_step.PREWARM_MODULE,
                                                          module_args=module_args, task_vars=task_vars),
-                lambda text: display.display("%s | %s" % (host, text)), options, step_s, max_total_s),
-            lock=lock,
-        )
+                emit, options, step_s, max_total_s))
         try:
             if self._task.check_mode:
                 outcome = procedure.observe_once()

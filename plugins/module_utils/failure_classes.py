@@ -14,6 +14,8 @@ FINAL_VERDICTS = ("ready", "stalled", "failed")
 INTERIM_CODES = ("starting", "progressing", "quiet", "suspect_spin", "suspect_idle", "ready")
 # The watch's own verdict when it could not observe the host (a failure class, below).
 PROBE_ERROR = "probe_error"
+# The detector called the start ready; the watch waits for a completion to answer.
+READY_PENDING = "ready_pending"
 # A replay or report whose trace ended before a final verdict.
 UNDECIDED = "undecided"
 

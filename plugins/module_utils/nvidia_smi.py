@@ -128,14 +128,3 @@ def read_gpus(timeout_s=5.0, binary="nvidia-smi", with_apps=True):
         else:
             missing["gpu_procs"] = _failure_reason(apps, "--query-compute-apps")
     return snap
-
-
-def read_table(timeout_s=5.0, binary="nvidia-smi"):
-    """Plain `nvidia-smi` for diagnostics: (text, None) or (None, reason)."""
-    exe = find_executable(binary, EXTRA_DIRS)
-    if exe is None:
-        return None, "nvidia-smi not found"
-    res = bounded_run([exe], timeout_s)
-    if not res.ok:
-        return None, _failure_reason(res, "table")
-    return res.stdout, None

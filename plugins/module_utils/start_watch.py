@@ -1,58 +1,67 @@
 """Watch one start of the unit: probe every poll_s, feed the detector, print progress,
-stop at a final verdict. Runs wherever the probe can be called: the restart action drives
-it from the controller, a watcher on the host can drive it locally; the host comes in as
-callables (probe, emit, clock, sleep), so the loop runs in unit tests with a fake probe, a
-fake clock and a real detector.
-"""
-from dataclasses import dataclass, field
+write each observation with its assessment into the trace, stop at a final verdict.
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import progress_line
-from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Detector
+It runs wherever the probe can be called. The host comes in as one port object, so the
+restart action drives it from the controller (plugin_utils/ansible_host_port.py), a
+watcher on the host drives it locally, and unit tests drive it with a fake clock:
+
+    port.probe(cursor, stacks) -> the probe's result: {"observation" (epoch `ts`),
+                                  "cursor", "missing", "cost"}, or {"failed": True, "msg"}
+    port.verb(name)            -> (rc, stdout, stderr) of a systemctl verb (start, stop, ...)
+    port.clock()               -> epoch seconds
+    port.sleep(seconds)
+    port.emit(line)            -> shows one line to the operator
+"""
+import dataclasses
+
+from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Assessment, Detector
 from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings
-from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import FINAL_VERDICTS, PROBE_ERROR
-from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import relative_observation
+from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import (
+    FINAL_VERDICTS, PROBE_ERROR, READY_PENDING)
+from ansible_collections.sglang_ops.serving.plugins.module_utils.progress_line import progress_line
+from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import (
+    TraceWriter, relative_observation, trace_header)
 
 POLL_S = 5.0                 # seconds between probes
 START_TIMEOUT_S = 7200.0     # the hard upper bound of one start, whatever the detector says
 MAX_PROBE_FAILURES = 3       # failed probes in a row before the watch gives up
 
 
-@dataclass
-class WatchOutcome:
-    verdict: str          # ready | stalled | failed | probe_error
-    phase: str
-    reason_code: str
-    reason: str
-    t: float              # seconds since the watch began when the verdict was reached
-    polls: int
-    assessment: dict = field(default_factory=dict)
-    last_observation: dict = field(default_factory=dict)
-    probe_cost: dict = field(default_factory=dict)   # totals of the probe's own cost
+@dataclasses.dataclass(frozen=True)
+class TraceTarget:
+    """Where the watch records what it saw (header fields of sglang-trace/1)."""
+    path: str
+    name: str
+    unit: str
+    description: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class WatchOptions:
+    poll_s: float = POLL_S
+    start_timeout_s: float = START_TIMEOUT_S
+    max_probe_failures: int = MAX_PROBE_FAILURES
+    settings: DetectorSettings = dataclasses.field(default_factory=DetectorSettings)
+    trace: object = None                 # a TraceTarget, or None: nothing recorded
+    outlook: object = None               # a start_outlook.StartOutlook (ETA, metrics file), or None
+
+
+@dataclasses.dataclass
+class WatchResult:
+    """The final Assessment of one start, and what watching it took."""
+    assessment: Assessment        # final, or the watch's own: probe_error, the start timeout
+    polls: int                    # observations made
+    probe_cost: dict              # totals of the probe's own cost (cpu_s, wall_s)
+    observation: dict             # the last observation, {} when none came
 
     @property
     def ready(self):
-        return self.verdict == "ready"
+        return self.assessment.verdict == "ready"
 
     def to_dict(self):
-        return {"verdict": self.verdict, "phase": self.phase, "reason_code": self.reason_code,
-                "reason": self.reason, "t": self.t, "polls": self.polls}
-
-
-def detector_factory(overrides, poll_s):
-    """(make_detector(gpus), settings); ValueError on an unknown or bad setting."""
-    settings = DetectorSettings().with_overrides(dict(overrides or {}))
-
-    def make_detector(gpus):
-        del gpus  # the detector reads the GPU count off each observation
-        return Detector(settings)
-    return make_detector, settings
-
-
-def format_progress(assessment, elapsed_s, estimate=None):
-    """The one-line progress text (the detector's progress_line formatter), with the ETA
-    of an eta.Estimate."""
-    del elapsed_s  # the assessment carries the elapsed time of its observation
-    return progress_line.progress_line(assessment, estimate)
+        a = self.assessment
+        return {"verdict": a.verdict, "phase": a.phase, "reason_code": a.reason_code,
+                "reason": a.reason, "t": a.t, "polls": self.polls}
 
 
 def completion_ok(observation):
@@ -67,98 +76,66 @@ def _add_cost(totals, cost):
             totals[key] = round(totals.get(key, 0) + value, 6)
 
 
-def _assessment_dict(a):
-    return a.to_dict() if hasattr(a, "to_dict") else dict(a)
+def _decision(a, obs, watched_s, options):
+    """What the watch makes of the detector's assessment at this observation."""
+    if a.verdict in FINAL_VERDICTS and (a.verdict != "ready" or completion_ok(obs)):
+        return dataclasses.replace(a, t=obs["t"])
+    if watched_s >= options.start_timeout_s:
+        return dataclasses.replace(
+            a, t=obs["t"], verdict="stalled", reason_code="stall_no_progress",
+            reason="not ready after start_timeout_s=%.0f s (the hard upper bound); last: %s"
+                   % (options.start_timeout_s, a.reason))
+    if a.verdict == "ready":
+        # The detector may call a healthy /health ready; the product's promise is a real
+        # completion, so the watch keeps polling until one succeeds.
+        return dataclasses.replace(a, verdict=READY_PENDING)
+    return a
 
 
-class StartWatch:
-    """One attempt's watch.
+def _open_trace(target, poll_s, obs):
+    if target is None:
+        return None
+    gpus = len(obs.get("gpus") or [])
+    return TraceWriter(target.path, trace_header(target.name, target.unit, poll_s, gpus, target.description))
 
-    probe(cursor, want_stacks) -> the probe module's result dict (observation, cursor,
-        missing, cost; failed/msg when it failed).
-    make_detector(gpus) -> a Detector; built on the first observation, when the GPU
-        count is known.
-    open_trace(gpus) -> a TraceWriter (or anything with append()).
-    emit(text) -> prints one progress line.
-    format_progress(assessment, elapsed_s[, estimate]) -> the line's text.
-    on_poll(observation, assessment) -> an ETA estimate for the line (StartOutlook.on_poll), or None.
-    """
 
-    def __init__(self, probe, make_detector, open_trace, emit, format_progress, clock, sleep,
-                 poll_s, start_timeout_s, gpus=None, max_probe_failures=MAX_PROBE_FAILURES, on_poll=None):
-        self.probe = probe
-        self.make_detector = make_detector
-        self.open_trace = open_trace
-        self.emit = emit
-        self.format_progress = format_progress
-        self.clock = clock
-        self.sleep = sleep
-        self.poll_s = float(poll_s)
-        self.start_timeout_s = float(start_timeout_s)
-        self.gpus = gpus
-        self.max_probe_failures = max_probe_failures
-        self.on_poll = on_poll
-
-    def run(self, t0, cursor=None):
-        state = {"trace": None}
-        try:
-            return self._run(t0, cursor, state)
-        finally:
-            if state["trace"] is not None and hasattr(state["trace"], "close"):
-                state["trace"].close()
-
-    def _run(self, t0, cursor, state):
-        detector = None
-        trace = None
-        want_stacks = False
-        probe_failures = 0
-        polls = 0
-        last_obs, last_a = {}, None
-        cost_totals = {}
+def watch_start(port, options, t0, new_detector=None):
+    """Watch from t0 (epoch seconds, the start) to a final verdict -> WatchResult."""
+    detector = (new_detector or Detector)(options.settings)
+    trace, cursor, stacks = None, None, False
+    polls, failures, cost = 0, 0, {}
+    obs, decided = {}, Assessment(0.0, "starting", "progressing", "starting", "no observation yet")
+    try:
         while True:
-            poll_began = self.clock()
-            result = self.probe(cursor, want_stacks)
+            poll_began = port.clock()
+            result = port.probe(cursor, stacks)
             if result.get("failed") or result.get("unreachable") or "observation" not in result:
-                probe_failures += 1
-                if probe_failures >= self.max_probe_failures:
-                    return WatchOutcome(
-                        PROBE_ERROR, getattr(last_a, "phase", "starting"), PROBE_ERROR,
-                        "the probe failed %d times in a row: %s" % (probe_failures, result.get("msg", "no observation")),
-                        round(self.clock() - t0, 3), polls, _assessment_dict(last_a) if last_a else {},
-                        last_obs, cost_totals)
-                self.sleep(self.poll_s)
+                failures += 1
+                if failures >= options.max_probe_failures:
+                    decided = dataclasses.replace(
+                        decided, t=round(port.clock() - t0, 3), verdict=PROBE_ERROR, reason_code=PROBE_ERROR,
+                        reason="the probe failed %d times in a row: %s" % (failures, result.get("msg", "no observation")))
+                    return WatchResult(decided, polls, cost, obs)
+                port.sleep(options.poll_s)
                 continue
-            probe_failures = 0
-            polls += 1
+            failures, polls = 0, polls + 1
             cursor = result.get("cursor", cursor)
-            _add_cost(cost_totals, result.get("cost"))
+            _add_cost(cost, result.get("cost"))
             obs = relative_observation(result["observation"], t0)
             if result.get("missing"):
                 obs["missing"] = result["missing"]
-            if detector is None:
-                gpus = self.gpus if self.gpus is not None else len(obs.get("gpus") or [])
-                detector = self.make_detector(gpus)
-                trace = state["trace"] = self.open_trace(gpus)
-            trace.append(obs)
             a = detector.observe(obs)
-            last_obs, last_a = obs, a
-            elapsed_s = obs["t"]
-            estimate = self.on_poll(obs, a) if self.on_poll is not None else None
-            self.emit(self.format_progress(a, elapsed_s) if estimate is None
-                      else self.format_progress(a, elapsed_s, estimate))
-            want_stacks = bool(getattr(a, "want_stacks", False))
-            verdict = a.verdict
-            if verdict == "ready" and not completion_ok(obs):
-                # The detector may call a healthy /health ready; the product's promise is
-                # a real completion, so keep polling until one succeeds.
-                verdict = "ready_pending"
-            if verdict in FINAL_VERDICTS:
-                return WatchOutcome(verdict, a.phase, a.reason_code, a.reason, obs["t"], polls,
-                                    _assessment_dict(a), obs, cost_totals)
-            if self.clock() - t0 >= self.start_timeout_s:
-                return WatchOutcome(
-                    "stalled", a.phase, "stall_no_progress",
-                    "not ready after start_timeout_s=%.0f s (the hard upper bound); last: %s"
-                    % (self.start_timeout_s, a.reason),
-                    obs["t"], polls, _assessment_dict(a), obs, cost_totals)
-            self.sleep(max(0.0, self.poll_s - (self.clock() - poll_began)))
+            estimate = options.outlook.on_poll(obs, a) if options.outlook is not None else None
+            port.emit(progress_line(a, estimate))
+            stacks = bool(a.want_stacks)
+            decided = _decision(a, obs, port.clock() - t0, options)
+            if trace is None:
+                trace = _open_trace(options.trace, options.poll_s, obs)
+            if trace is not None:
+                trace.append(obs, decided)
+            if decided.verdict in FINAL_VERDICTS:
+                return WatchResult(decided, polls, cost, obs)
+            port.sleep(max(0.0, options.poll_s - (port.clock() - poll_began)))
+    finally:
+        if trace is not None:
+            trace.close()

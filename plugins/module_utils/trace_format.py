@@ -8,6 +8,11 @@ Writing: the probe reports wall-clock epoch seconds in `ts` (also in each log re
 trace carries `t`, seconds since the watch began. relative_observation() does that
 conversion, TraceWriter appends one JSON line per observation and flushes it, so a trace
 is complete up to the last poll even when the watcher is interrupted.
+
+Beyond FORMAT.md, an observation this project writes carries `assessment`: what the
+watcher made of it (Assessment.to_dict(): t, phase, verdict, reason_code, reason,
+evidence, progress, want_stacks, final), the decision it acted on included. The field is
+optional: replay ignores it, and reports read decisions from it (docs/architecture.md).
 """
 import json
 import math
@@ -61,7 +66,7 @@ def check_observation(obs, prev_t, path="<trace>", line_no=0):
     _expect(isinstance(t, _NUM) and not isinstance(t, bool), path, line_no, "observation needs a numeric t")
     _expect(prev_t is None or t >= prev_t, path, line_no, "t goes backwards (%s after %s)" % (t, prev_t))
     typed = (("unit", dict), ("procs", dict), ("gpus", list), ("gpu_procs", list), ("log", list),
-             ("http", dict), ("stacks", list), ("missing", dict))
+             ("http", dict), ("stacks", list), ("missing", dict), ("assessment", dict))
     for key, kind in typed:
         if key in obs and obs[key] is not None:
             _expect(isinstance(obs[key], kind), path, line_no, "%s must be a %s" % (key, "list" if kind is list else "JSON object"))
@@ -218,10 +223,15 @@ class TraceWriter:
         self._fh.write(json.dumps(obj, ensure_ascii=False, sort_keys=False) + "\n")
         self._fh.flush()
 
-    def append(self, observation):
+    def append(self, observation, assessment=None):
+        """One observation; with the watcher's assessment of it (an Assessment or its
+        dict) under `assessment`, the optional field replay ignores."""
         if "t" not in observation:
             raise ValueError("trace observations need 't' (use relative_observation)")
-        self._write(observation)
+        line = dict(observation)
+        if assessment is not None:
+            line["assessment"] = assessment.to_dict() if hasattr(assessment, "to_dict") else dict(assessment)
+        self._write(line)
         self.count += 1
 
     def close(self):

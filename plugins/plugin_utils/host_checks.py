@@ -6,7 +6,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import sglang_dialect, systemd_unit
+from ansible_collections.sglang_ops.serving.plugins.module_utils import sglang_dialect
 from ansible_collections.sglang_ops.serving.plugins.module_utils.systemd_unit import service_name
 
 NVIDIA_SMI_TIMEOUT_S = 20     # one nvidia-smi call in a remote step
@@ -25,9 +25,6 @@ def _cgroup_match(unit):
 
 def show_cmd(unit):
     return "systemctl show --property=%s -- %s" % (",".join(SHOW_PROPERTIES), shlex.quote(service_name(unit)))
-
-
-parse_show = systemd_unit.parse_properties
 
 
 def unit_installed(props):

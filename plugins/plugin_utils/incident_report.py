@@ -4,9 +4,12 @@
     write_trace_report(trace_path, out_dir) -> the same, plus "trace": the copy beside it
 
 A run directory is laid out as docs/architecture.md says (run.json, attempt-N/trace.jsonl,
-attempt-N/diagnostics/*.txt). The trace is replayed through the same detector the restart
-playbook uses to get phases and evidence; run.json, when there is one, says what was
-decided and done. Next steps come from docs/runbook.md, the section of the failure class.
+attempt-N/diagnostics/*.txt). Phases, evidence and the decision come from the trace
+itself: the watch writes its assessment beside each observation, the one it acted on
+included, so the report tells what was decided. A trace without them (recorded by an
+older release, or the shared corpus) is replayed through the detector instead. run.json,
+when there is one, says what was done. Next steps come from docs/runbook.md, the
+section of the failure class.
 """
 import json
 import os
@@ -31,7 +34,8 @@ class ReportInputError(ValueError):
 
 
 def replay(header, observations, settings=None):
-    """The detector's assessment (as a dict) for every observation, in order."""
+    """The detector's assessment (as a dict) for every observation, in order: for a trace
+    that does not carry the watcher's own assessments."""
     from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Detector
     from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings
 

@@ -2,22 +2,26 @@
 confirm the unit's processes are gone and the GPUs released, start, watch, and on a
 failure capture diagnostics and either restart (retry_policy) or hand over.
 
-Everything that touches the host comes in as callables (shell, probe), so the procedure
-runs in unit tests against a scripted host; the action plugin plugs in Ansible.
-All state is per instance: one instance per host and task, nothing module-global.
+Everything that touches the host goes through one host-port (remote_host_port.py), so
+the procedure runs in unit tests against a scripted host; the action plugin plugs in
+Ansible. All state is per instance: one instance per host and task, nothing module-global.
 """
 import dataclasses
 import os
+import random
 import signal
 
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import retry_policy
+from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Detector
 from ansible_collections.sglang_ops.serving.plugins.module_utils.durations import fmt_duration
+from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings
 from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import FAILURE_CLASSES
+from ansible_collections.sglang_ops.serving.plugins.module_utils.progress_line import progress_line
+from ansible_collections.sglang_ops.serving.plugins.module_utils import systemd_unit
+from ansible_collections.sglang_ops.serving.plugins.module_utils.start_watch import TraceTarget, WatchOptions, watch_start
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import host_checks, host_lock, metrics_step, systemctl_verbs
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import iso_utc, redact_secrets
-from ansible_collections.sglang_ops.serving.plugins.module_utils.start_watch import StartWatch
-from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import (
-    TraceWriter, relative_observation, trace_header)
+from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import relative_observation
 
 RELEASE_POLL_S = 2.0
 SETTLE_NUDGE_S = 10.0
@@ -70,14 +74,20 @@ def default_artifacts_root(playbook_dir):
     return os.path.join(base, "artifacts")
 
 
-def settings_dict(settings):
-    if settings is None:
-        return {}
-    if hasattr(settings, "to_dict"):
-        return settings.to_dict()
-    if dataclasses.is_dataclass(settings):
-        return dataclasses.asdict(settings)
-    return dict(vars(settings))
+@dataclasses.dataclass(frozen=True)
+class RestartOptions:
+    """What one restart run is told: the task's validated options
+    (plugins/modules/sglang_restart.py), the detector settings in force, and the wait
+    between attempts."""
+    args: dict
+    settings: DetectorSettings
+    backoff: object                    # retry_policy.Backoff
+    rng: object = random.random        # jitter source of the backoff
+    new_detector: object = Detector    # new_detector(settings) -> a detector
+
+    def watch(self, trace=None, outlook=None):
+        return WatchOptions(poll_s=self.args["poll_s"], start_timeout_s=self.args["start_timeout_s"],
+                            settings=self.settings, trace=trace, outlook=outlook)
 
 
 def _time_to_ready_words(ttr):
@@ -99,21 +109,13 @@ def _count(n, word):
 
 
 class RestartProcedure:
-    def __init__(self, host, args, artifacts, settings, make_detector, shell, probe, emit,
-                 format_progress, clock, sleep, backoff, rng, prewarm=None, lock=None):
+    def __init__(self, host, options, port, artifacts, prewarm=None, lock=None):
         self.host = host
-        self.args = args
+        self.options = options
+        self.args = args = options.args
         self.unit = args["unit"]
+        self.port = port
         self.artifacts = artifacts
-        self.make_detector = make_detector
-        self.shell = shell
-        self.probe = probe
-        self.emit = emit
-        self.format_progress = format_progress
-        self.clock = clock
-        self.sleep = sleep
-        self.backoff = backoff
-        self.rng = rng
         self.prewarm = prewarm  # prewarm(options, step_s, max_total_s) -> summary (issue: shorter restarts)
         self.lock = lock  # host_lock.HostLock, or None where no other run can interfere (tests)
         self.outlook = None  # module_utils/start_outlook.StartOutlook: ETA and metrics, per run
@@ -122,16 +124,16 @@ class RestartProcedure:
         self.stage = "preflight"      # what the procedure is doing, for an interruption's record
         self.current_attempt = None   # the attempt being watched, until it is recorded
         self.record = {
-            "host": host, "unit": self.unit, "started": iso_utc(clock()), "finished": None,
+            "host": host, "unit": self.unit, "started": iso_utc(port.clock()), "finished": None,
             "outcome": None, "gave_up_because": None, "attempts": [], "preflight": {},
-            "settings": settings_dict(settings),
+            "settings": options.settings.to_dict(),
             "options": {k: args[k] for k in ("poll_s", "max_attempts", "start_timeout_s",
                                              "stop_timeout_s", "kill_orphans")},
         }
 
     # ---- remote steps -------------------------------------------------------------
     def _sh(self, cmd, what, timeout_s=None, check=True):
-        rc, out, err = self.shell(cmd, timeout_s)
+        rc, out, err = self.port.shell(cmd, timeout_s)
         if check and rc != 0:
             detail = (err or out or "").strip()[-400:]
             raise RemoteStepFailed("%s failed on %s (rc %s): %s" % (what, self.host, rc, redact_secrets(detail)))
@@ -139,26 +141,17 @@ class RestartProcedure:
 
     def _unit_props(self):
         dummy_rc, out, dummy_err = self._sh(host_checks.show_cmd(self.unit), "systemctl show")
-        return host_checks.parse_show(out)
+        return systemd_unit.parse_properties(out)
 
     def _gpu_check(self):
         dummy_rc, out, dummy_err = self._sh(host_checks.gpu_holders_cmd(self.unit), "GPU holder listing")
         return host_checks.classify_holders(host_checks.parse_gpu_holders(out), self.venv)
 
-    def _probe_args(self, cursor, want_stacks, since_epoch_s):
-        """Arguments of sglang_ops.serving.sglang_probe for one poll."""
-        a = self.args
-        module_args = {"unit": self.unit, "port": a["port"], "host": a["host"],
-                       "stacks": bool(want_stacks), "completion": "auto", "model": a["completion_model"]}
-        if cursor is not None:
-            module_args["cursor"] = cursor
-        if a.get("api_key_file"):
-            module_args["api_key_file"] = a["api_key_file"]
-        if since_epoch_s is not None:
-            module_args["since"] = since_epoch_s
+    def _use_venv(self, props):
+        """The unit's venv (off ExecStart): where its py-spy is, and what counts as ours."""
+        self.venv = host_checks.venv_prefix(props.get("ExecStart"))
         if self.venv:
-            module_args["venv_bin"] = self.venv.rstrip("/") + "/bin"
-        return module_args
+            self.port.probe_args["venv_bin"] = self.venv.rstrip("/") + "/bin"
 
     # ---- check mode / status --------------------------------------------------------
     def observe_once(self):
@@ -167,17 +160,17 @@ class RestartProcedure:
         if not host_checks.unit_installed(props):
             return self._finish("check_mode", "preflight", "unit_missing",
                                 "unit %s is not installed on %s" % (self.unit, self.host), failed=True)
-        self.venv = host_checks.venv_prefix(props.get("ExecStart"))
+        self._use_venv(props)
         check = self._gpu_check()
         self._note_preflight(check)
-        t0 = self.clock()
-        result = self.probe(self._probe_args(None, False, None))
+        t0 = self.port.clock()
+        self.port.since_epoch_s = None
+        result = self.port.probe()
         if result.get("failed") or "observation" not in result:
             raise RemoteStepFailed("probe failed on %s: %s" % (self.host, result.get("msg", "no observation")))
         obs = relative_observation(result["observation"], t0)
-        detector = self.make_detector(len(obs.get("gpus") or []))
-        a = detector.observe(obs)
-        self.emit(self.format_progress(a, 0.0))
+        a = self.options.new_detector(self.options.settings).observe(obs)
+        self.port.emit(progress_line(a))
         would = ("would stop %s, confirm its processes are gone and the GPUs released, start it and "
                  "watch every %.0f s (up to %d attempts)" % (self.unit, self.args["poll_s"], self.args["max_attempts"]))
         foreign = check.of_kind("foreign")
@@ -192,7 +185,7 @@ class RestartProcedure:
             would = "would refuse: leftover server processes hold GPUs (kill_orphans is off): " + \
                     "; ".join(h.describe() for h in orphans)
         res = self._finish("check_mode", a.phase, a.reason_code, a.reason)
-        res.update({"changed": True, "would": would, "assessment": _plain(a),
+        res.update({"changed": True, "would": would, "assessment": a.to_dict(),
                     "unit_state": obs.get("unit"), "missing": result.get("missing", {}),
                     "msg": "%s: %s; %s" % (self.host, a.reason, would)})
         res["verdict"] = a.verdict
@@ -222,7 +215,7 @@ class RestartProcedure:
             if replaced:
                 old, why = replaced
                 self.record["lock"]["replaced"] = {"holder": old, "because": why}
-                self.emit("took over a stale restart lock (%s): %s" % (why, host_lock.describe(old)))
+                self.port.emit("took over a stale restart lock (%s): %s" % (why, host_lock.describe(old)))
         try:
             return self._restart()
         except RunInterrupted as exc:
@@ -240,7 +233,7 @@ class RestartProcedure:
         if not host_checks.unit_installed(props):
             return self._hand_over("preflight", "unit_missing",
                                    "unit %s is not installed (run playbooks/site.yml first)" % self.unit)
-        self.venv = host_checks.venv_prefix(props.get("ExecStart"))
+        self._use_venv(props)
         check = self._gpu_check()
         self._note_preflight(check)
         foreign = check.of_kind("foreign")
@@ -261,15 +254,15 @@ class RestartProcedure:
             self.record["prewarm"] = self._prewarm(dict(self.args["prewarm"]))
 
         self.outlook = metrics_step.outlook_for(os.path.dirname(self.artifacts.path), self.unit,
-                                                self.args.get("metrics_dir"), self.shell, self.emit)
+                                                self.args.get("metrics_dir"), self.port.shell, self.port.emit)
         max_attempts = self.args["max_attempts"]
         earlier_codes = []
         for n in range(1, max_attempts + 1):
             if n > 1:
-                delay_s = self.backoff.delay_s(n - 1, self.rng)
+                delay_s = self.options.backoff.delay_s(n - 1, self.options.rng)
                 self.stage = "waiting %.0f s before attempt %d" % (delay_s, n)
-                self.emit("restart %d of %d in %.0f s" % (n - 1, max_attempts - 1, delay_s))
-                self.sleep(delay_s)
+                self.port.emit("restart %d of %d in %.0f s" % (n - 1, max_attempts - 1, delay_s))
+                self.port.sleep(delay_s)
             self.stage = "stopping %s before attempt %d" % (self.unit, n)
             # The first stop ends a serving instance: it gets the full stop_timeout_s. Later
             # stops end a failed or stalled start, whose processes are of no use any more.
@@ -278,17 +271,19 @@ class RestartProcedure:
                                                                self.args["failed_stop_timeout_s"]))
             if problem:
                 return self._hand_over("stopping", problem[0], problem[1])
-            outcome = self._attempt(n)
-            attempt = {"n": n, "trace": self.artifacts.trace_relpath(n), **outcome.to_dict(),
-                       "probe_cost": outcome.probe_cost}
+            watched = self._attempt(n)
+            outcome = watched.assessment
+            attempt = dict(self.current_attempt)
+            attempt.update(watched.to_dict())
+            attempt["probe_cost"] = watched.probe_cost
             self.current_attempt = None
             self.record["attempts"].append(attempt)
-            if outcome.ready:
+            if watched.ready:
                 attempt["action"] = "ready"
-                self.emit("ready after %.0f s: a completion answered (attempt %d)" % (outcome.t, n))
+                self.port.emit("ready after %.0f s: a completion answered (attempt %d)" % (outcome.t, n))
                 return self._finish("ready", outcome.phase, "ready", outcome.reason)
             self.stage = "capturing diagnostics of attempt %d" % n
-            self.emit("%s in %s after %.0f s: %s (%s); capturing diagnostics" % (
+            self.port.emit("%s in %s after %.0f s: %s (%s); capturing diagnostics" % (
                 outcome.verdict.upper(), outcome.phase, outcome.t, outcome.reason_code, outcome.reason))
             attempt["diagnostics"] = self._capture_diagnostics(n, attempt["started_epoch_s"])
             decision = retry_policy.decide(outcome.reason_code, n, max_attempts, earlier_codes)
@@ -300,7 +295,7 @@ class RestartProcedure:
                 return self._hand_over(outcome.phase, outcome.reason_code, outcome.reason,
                                        because=decision.reason, verdict=outcome.verdict)
             self.outlook.restarted(outcome.reason_code)
-            self.emit("automatic restart: " + decision.reason)
+            self.port.emit("automatic restart: " + decision.reason)
         raise AssertionError("unreachable: the policy hands over when attempts are exhausted")
 
     def _prewarm(self, options):
@@ -311,84 +306,73 @@ class RestartProcedure:
         except Exception as exc:  # the prewarm only shortens the start; the restart goes on without it
             summary = {"failed": True, "msg": "prewarm failed: %s" % exc}
         if summary.get("failed"):
-            self.emit("prewarm skipped: %s" % summary.get("msg"))
+            self.port.emit("prewarm skipped: %s" % summary.get("msg"))
         return summary
 
     def _attempt(self, n):
-        t0 = self.clock()
+        t0 = self.port.clock()
         self.stage = "starting %s (attempt %d)" % (self.unit, n)
         self.current_attempt = {"n": n, "trace": self.artifacts.trace_relpath(n), "started": iso_utc(t0),
                                 "started_epoch_s": round(t0, 3)}
-        rc, dummy_out, err = self.shell(systemctl_verbs.start_cmd(self.unit), systemctl_verbs.START_STEP_TIMEOUT_S)
+        rc, dummy_out, err = self.port.verb("start")
         self.changed = True
         if rc == 124:
-            self.emit("the start job is still waiting after %d s; watching it" % systemctl_verbs.START_JOB_WAIT_S)
+            self.port.emit("the start job is still waiting after %d s; watching it" % systemctl_verbs.START_JOB_WAIT_S)
         elif rc != 0:
             # The watch sees the failed unit and names it; the message says why.
-            self.emit("systemctl start exited %s: %s" % (rc, redact_secrets((err or "").strip()[-300:])))
+            self.port.emit("systemctl start exited %s: %s" % (rc, redact_secrets((err or "").strip()[-300:])))
         self.stage = "watching the start of %s (attempt %d)" % (self.unit, n)
-        self.emit("started %s (attempt %d of %d); probing every %.0f s" % (
+        self.port.emit("started %s (attempt %d of %d); probing every %.0f s" % (
             self.unit, n, self.args["max_attempts"], self.args["poll_s"]))
-        header_name = "%s-%s-attempt-%d" % (self.host, os.path.basename(self.artifacts.path), n)
-
-        def open_trace(gpus):
-            return TraceWriter(self.artifacts.abspath(self.artifacts.trace_relpath(n)), trace_header(
-                header_name, self.unit, self.args["poll_s"], gpus,
-                "restart of %s on %s, attempt %d of %d" % (self.unit, self.host, n, self.args["max_attempts"])))
-
+        trace = TraceTarget(
+            path=self.artifacts.abspath(self.artifacts.trace_relpath(n)),
+            name="%s-%s-attempt-%d" % (self.host, os.path.basename(self.artifacts.path), n), unit=self.unit,
+            description="restart of %s on %s, attempt %d of %d" % (self.unit, self.host, n, self.args["max_attempts"]))
+        self.port.since_epoch_s = t0
         self.outlook.begin_attempt(n)
-        watch = StartWatch(
-            probe=lambda cursor, want_stacks: self.probe(
-                self._probe_args(cursor, want_stacks, t0 if cursor is None else None)),
-            make_detector=self.make_detector, open_trace=open_trace, emit=self.emit,
-            format_progress=self.format_progress, clock=self.clock, sleep=self.sleep,
-            poll_s=self.args["poll_s"], start_timeout_s=self.args["start_timeout_s"],
-            on_poll=self.outlook.on_poll)
-        return _AttemptOutcome(watch.run(t0), t0)
+        return watch_start(self.port, self.options.watch(trace, self.outlook), t0, self.options.new_detector)
 
     def _stop_and_release(self, timeout_s):
         """Stop the unit and wait (bounded) until its cgroup is empty and the GPUs are
         back to baseline. None when done, else (reason_code, reason)."""
-        self.emit("stopping %s (timeout %.0f s)" % (self.unit, timeout_s))
-        rc, dummy_out, err = self.shell(systemctl_verbs.stop_cmd(self.unit, timeout_s),
-                                        timeout_s + systemctl_verbs.STOP_STEP_MARGIN_S)
+        self.port.emit("stopping %s (timeout %.0f s)" % (self.unit, timeout_s))
+        rc, dummy_out, err = self.port.verb("stop", timeout_s=timeout_s)
         self.changed = True
         if rc != 0:
-            self.emit("stop did not finish (rc %s): sending SIGKILL to the unit's processes" % rc)
-            self.shell(systemctl_verbs.kill_unit_cmd(self.unit), systemctl_verbs.KILL_STEP_TIMEOUT_S)
-        deadline = self.clock() + self.args["release_timeout_s"]
+            self.port.emit("stop did not finish (rc %s): sending SIGKILL to the unit's processes" % rc)
+            self.port.verb("kill")
+        deadline = self.port.clock() + self.args["release_timeout_s"]
         while True:
             dummy_rc, out, dummy_err = self._sh(host_checks.unit_pids_cmd(self.unit), "process listing")
             left = host_checks.parse_unit_pids(out)
             if not left:
                 break
-            if self.clock() >= deadline:
+            if self.port.clock() >= deadline:
                 return ("gpu_not_released", "processes of %s survived stop and SIGKILL: %s" % (
                     self.unit, "; ".join("PID %d (state %s): %s" % p for p in left)))
-            self.shell(systemctl_verbs.kill_unit_cmd(self.unit), systemctl_verbs.KILL_STEP_TIMEOUT_S)
-            self.sleep(RELEASE_POLL_S)
-        settle_began, nudged = self.clock(), False
+            self.port.verb("kill")
+            self.port.sleep(RELEASE_POLL_S)
+        settle_began, nudged = self.port.clock(), False
         while True:
             dummy_rc, out, dummy_err = self._sh(host_checks.active_state_cmd(self.unit), "systemctl show")
-            props = host_checks.parse_show(out)
+            props = systemd_unit.parse_properties(out)
             if host_checks.settled_after_stop(props):
                 break
             if host_checks.restart_pending(props):
                 # systemd's own Restart= fired meanwhile: cancel it, the procedure starts.
-                self.shell(systemctl_verbs.stop_cmd(self.unit, systemctl_verbs.CANCEL_RESTART_STOP_S),
-                           systemctl_verbs.CANCEL_RESTART_STOP_S + systemctl_verbs.STOP_STEP_MARGIN_S)
-            elif not nudged and self.clock() - settle_began >= SETTLE_NUDGE_S:
+                self.port.verb("stop", timeout_s=systemctl_verbs.CANCEL_RESTART_STOP_S)
+            elif not nudged and self.port.clock() - settle_began >= SETTLE_NUDGE_S:
                 # The processes are gone (checked above) but systemd still waits for the
                 # cgroup-empty notice, which some container setups never deliver; a
                 # daemon-reload makes it look at the cgroup again.
-                self.emit("no process left but %s is still %s/%s: daemon-reload so systemd sees it" % (
+                self.port.emit("no process left but %s is still %s/%s: daemon-reload so systemd sees it" % (
                     self.unit, props.get("ActiveState"), props.get("SubState")))
-                self.shell(systemctl_verbs.DAEMON_RELOAD_CMD, systemctl_verbs.KILL_STEP_TIMEOUT_S)
+                self.port.verb("daemon-reload")
                 nudged = True
-            if self.clock() >= deadline:
+            if self.port.clock() >= deadline:
                 return ("gpu_not_released", "%s did not settle after stop (ActiveState=%s, SubState=%s)" % (
                     self.unit, props.get("ActiveState"), props.get("SubState")))
-            self.sleep(RELEASE_POLL_S)
+            self.port.sleep(RELEASE_POLL_S)
         killed = self.record["preflight"].setdefault("orphans_killed", [])
         while True:
             check = self._gpu_check()
@@ -401,22 +385,22 @@ class RestartProcedure:
                 if not self.args["kill_orphans"]:
                     return ("orphan_processes", "leftover server processes hold GPU memory after stop: %s "
                             "(set kill_orphans: true to kill them)" % "; ".join(h.describe() for h in orphans))
-                self.emit("killing leftover server processes: " + "; ".join(h.describe() for h in orphans))
-                self.shell(systemctl_verbs.kill_pids_cmd([h.pid for h in orphans]), systemctl_verbs.KILL_PIDS_TIMEOUT_S)
+                self.port.emit("killing leftover server processes: " + "; ".join(h.describe() for h in orphans))
+                self.port.verb("kill-pids", pids=[h.pid for h in orphans])
                 killed.extend(redact_secrets(h.describe()) for h in orphans)
             released, why = host_checks.gpu_released(check, self.args["gpu_idle_mib"])
             if released and not orphans:
                 return None
-            if self.clock() >= deadline:
+            if self.port.clock() >= deadline:
                 return ("gpu_not_released", why or "GPU memory not back to baseline")
-            self.sleep(RELEASE_POLL_S)
+            self.port.sleep(RELEASE_POLL_S)
 
     def _capture_diagnostics(self, n, since_epoch_s):
         """Diagnostics of attempt n into attempt-<n>/diagnostics; returns the folder's relpath."""
         cmds = host_checks.diagnostics_cmds(self.unit, since_epoch_s - 5, self.venv)
         for name, cmd in cmds.items():
             try:
-                rc, out, err = self.shell(cmd, DIAGNOSTIC_TIMEOUT_S)
+                rc, out, err = self.port.shell(cmd, DIAGNOSTIC_TIMEOUT_S)
                 text = out + (("\n# stderr\n" + err) if err.strip() else "")
                 if rc not in (0, None) and name != "unit-status":  # systemctl status exits 3 when stopped
                     text += "\n# exit status %s\n" % rc
@@ -445,7 +429,7 @@ class RestartProcedure:
         Nothing more is done to the service: it stays as the interruption found it."""
         if self.record.get("outcome") == "interrupted":
             return
-        at = self.clock()
+        at = self.port.clock()
         if self.current_attempt is not None:
             began = self.current_attempt["started_epoch_s"]
             self.record["attempts"].append(dict(
@@ -482,7 +466,7 @@ class RestartProcedure:
         return res
 
     def _finish(self, outcome, phase, code, reason, failed=False, verdict=None):
-        self.record.update({"finished": iso_utc(self.clock()), "outcome": outcome})
+        self.record.update({"finished": iso_utc(self.port.clock()), "outcome": outcome})
         if self.outlook is not None and self.record["attempts"]:
             self.record["time_to_ready"] = self.outlook.summary()
             self.outlook.finish(outcome, code, len(self.record["attempts"]))
@@ -512,26 +496,5 @@ class RestartProcedure:
         try:
             return incident_report.write_run_report(self.artifacts.path)
         except Exception as exc:  # report rendering is best effort; the run.json is the record
-            self.emit("incident report could not be written: %s" % exc)
+            self.port.emit("incident report could not be written: %s" % exc)
             return None
-
-
-class _AttemptOutcome:
-    """A WatchOutcome plus when the attempt began (for the journal window)."""
-
-    def __init__(self, outcome, started_epoch_s):
-        self._outcome = outcome
-        self.started_epoch_s = started_epoch_s
-
-    def __getattr__(self, name):
-        return getattr(self._outcome, name)
-
-    def to_dict(self):
-        d = self._outcome.to_dict()
-        d["started"] = iso_utc(self.started_epoch_s)
-        d["started_epoch_s"] = round(self.started_epoch_s, 3)
-        return d
-
-
-def _plain(assessment):
-    return assessment.to_dict() if hasattr(assessment, "to_dict") else dict(assessment)

@@ -36,3 +36,19 @@ def kill_unit_cmd(unit):
 
 def kill_pids_cmd(pids):
     return "kill -9 %s" % " ".join(str(int(p)) for p in pids)
+
+
+def verb_command(name, unit, timeout_s=None, pids=()):
+    """(shell command, bound of its remote step) of one verb: start, stop (timeout_s),
+    kill, daemon-reload, kill-pids (pids); ValueError for another name."""
+    if name == "start":
+        return start_cmd(unit), START_STEP_TIMEOUT_S
+    if name == "stop":
+        return stop_cmd(unit, timeout_s), timeout_s + STOP_STEP_MARGIN_S
+    if name == "kill":
+        return kill_unit_cmd(unit), KILL_STEP_TIMEOUT_S
+    if name == "daemon-reload":
+        return DAEMON_RELOAD_CMD, KILL_STEP_TIMEOUT_S
+    if name == "kill-pids":
+        return kill_pids_cmd(pids), KILL_PIDS_TIMEOUT_S
+    raise ValueError("unknown systemctl verb %r" % name)

@@ -6,7 +6,9 @@ from ansible_collections.sglang_ops.serving.plugins.plugin_utils.retry_policy im
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import host_checks as hc
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import systemctl_verbs
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import RunArtifacts
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart_procedure import RestartProcedure
+from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.remote_host_port import RemoteHostPort, probe_args
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart_procedure import RestartOptions, RestartProcedure
 
 UNIT = "sglang-k26-ddtree"
 VENV = "/opt/sglang/venv"
@@ -39,9 +41,8 @@ def stalled(code="stall_idle", phase="weight_load"):
 
 
 class ScriptedDetector:
-    def __init__(self, script, gpus):
+    def __init__(self, script):
         self.script = list(script)
-        self.gpus = gpus
         self.seen = []
 
     def observe(self, obs):
@@ -139,16 +140,18 @@ class FakeProbe:
         return {"observation": obs, "cursor": "cursor-%d" % len(self.calls), "missing": {}, "cost": {"cpu_s": 0.1}}
 
 
-def make_procedure(tmp_path, scripts, host=None, clock=None, probe=None, **overrides):
-    """A RestartProcedure on a FakeHost; scripts: one detector script per attempt."""
+def make_procedure(tmp_path, scripts, host=None, clock=None, probe=None, detector=None, **overrides):
+    """A RestartProcedure on a FakeHost; scripts: one detector script per attempt, or
+    detector: the real detector class."""
     clock = clock or Clock()
     host = host or FakeHost()
     probe = probe or FakeProbe(clock)
     scripts = list(scripts)
     detectors = []
 
-    def make_detector(gpus):
-        d = ScriptedDetector(scripts.pop(0), gpus)
+    def new_detector(settings):
+        del settings
+        d = ScriptedDetector(scripts.pop(0))
         detectors.append(d)
         return d
 
@@ -158,9 +161,9 @@ def make_procedure(tmp_path, scripts, host=None, clock=None, probe=None, **overr
             "completion_model": "default", "detector": {}}
     args.update(overrides)
     lines = []
-    proc = RestartProcedure(
-        host="gpu-host-1", args=args, artifacts=RunArtifacts(str(tmp_path / "artifacts"), "gpu-host-1", clock()),
-        settings=None, make_detector=make_detector, shell=host.shell, probe=probe, emit=lines.append,
-        format_progress=lambda a, elapsed_s, estimate=None: "%s %s %.0fs" % (a.phase, a.verdict, elapsed_s),
-        clock=clock, sleep=clock.sleep, backoff=Backoff(base_s=10, max_s=60), rng=random.Random(1).random)
+    port = RemoteHostPort(UNIT, host.shell, probe, lines.append, probe_args(args), clock=clock, sleep=clock.sleep)
+    options = RestartOptions(args, DetectorSettings().with_overrides(args["detector"]), Backoff(base_s=10, max_s=60),
+                             random.Random(1).random, detector or new_detector)
+    proc = RestartProcedure("gpu-host-1", options, port,
+                            RunArtifacts(str(tmp_path / "artifacts"), "gpu-host-1", clock()))
     return proc, host, probe, clock, lines, detectors

@@ -136,12 +136,12 @@ def test_restart_holds_the_lock_while_it_runs_and_gives_it_back(tmp_path):
     seen = []
     proc, host, probe, *_ = make_procedure(tmp_path, [[progressing(), ready()]], host=host)
     proc.lock = HostLock(host.shell, holder(pid=os.getpid()), lock_dir=str(tmp_path / "run"))
-    real_probe = proc.probe
+    real_probe = proc.port.run_probe
 
     def probe_and_look(module_args):
         seen.append((tmp_path / "run" / "restart.lock").exists())
         return real_probe(module_args)
-    proc.probe = probe_and_look
+    proc.port.run_probe = probe_and_look
     res = proc.restart()
     assert res["outcome"] == "ready" and seen == [True, True]
     assert not (tmp_path / "run" / "restart.lock").exists()
@@ -157,13 +157,13 @@ def test_ctrl_c_during_the_watch_records_the_run_releases_the_lock_and_touches_n
     proc, host, probe, *_ = make_procedure(tmp_path, [[progressing(), progressing(), progressing(), ready()]],
                                            host=host)
     proc.lock = HostLock(host.shell, holder(pid=os.getpid()), lock_dir=str(tmp_path / "run"))
-    real_probe = proc.probe
+    real_probe = proc.port.run_probe
 
     def probe_then_ctrl_c(module_args):
         if len(probe.calls) == 2:
             os.kill(os.getpid(), signal.SIGINT)  # what the terminal sends
         return real_probe(module_args)
-    proc.probe = probe_then_ctrl_c
+    proc.port.run_probe = probe_then_ctrl_c
     previous = signal.getsignal(signal.SIGINT)
     with pytest.raises(RunInterrupted) as err:
         interruptible(proc.restart)

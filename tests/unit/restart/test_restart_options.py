@@ -60,3 +60,14 @@ def test_a_nan_poll_fails_the_real_task_before_touching_the_host(tmp_path):
     assert "detector setting stall_idle_window_s must be > 0" in run.stdout
     assert "UNREACHABLE" not in run.stdout
     assert not os.listdir(tmp_path)  # no run folder either
+
+
+def test_the_documented_defaults_are_the_action_defaults():
+    import yaml
+
+    from ansible_collections.sglang_ops.serving.plugins.modules import sglang_restart as doc
+
+    documented = yaml.safe_load(doc.DOCUMENTATION)["options"]
+    assert set(documented) == set(ARGUMENT_SPEC)
+    for name, spec in ARGUMENT_SPEC.items():
+        assert documented[name].get("default") == spec.get("default"), name

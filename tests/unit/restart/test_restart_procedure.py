@@ -18,7 +18,7 @@ def test_clean_restart_stops_starts_once_and_ends_ready(tmp_path):
     assert res["changed"] is True
     assert host.events == ["stop", "start"]
     assert [a["action"] for a in res["attempts"]] == ["ready"]
-    assert len([line for line in lines if line.startswith("weight_load progressing")]) == 2
+    assert len([line for line in lines if line.startswith("weight_load \u00b7 ")]) == 2
     header, observations = read_trace(os.path.join(res["artifacts"], "attempt-1", "trace.jsonl"))
     assert header["unit"] == "sglang-k26-ddtree" and header["poll_s"] == 5.0 and header["gpus"] == 1
     assert "expect" not in header
@@ -260,3 +260,42 @@ def test_a_run_cut_short_is_recorded_as_interrupted(tmp_path):
     proc.note_interrupted("KeyboardInterrupt: ")
     run = json.load(open(os.path.join(proc.artifacts.path, "run.json")))
     assert run["outcome"] == "interrupted" and run["finished"]
+
+
+def test_every_observation_of_the_trace_carries_the_assessment_the_watch_made(tmp_path):
+    proc, *_others = make_procedure(tmp_path, [[progressing(), stalled("stall_idle")], [progressing(), ready()]])
+    res = proc.restart()
+    for n, verdicts in ((1, ["progressing", "stalled"]), (2, ["progressing", "ready"])):
+        dummy_header, observations = read_trace(os.path.join(res["artifacts"], "attempt-%d" % n, "trace.jsonl"))
+        assert [o["assessment"]["verdict"] for o in observations] == verdicts
+        assert observations[-1]["assessment"]["final"] is True
+        assert observations[-1]["assessment"]["t"] == res["attempts"][n - 1]["t"]
+    assert res["attempts"][0]["reason_code"] == "stall_idle"
+
+
+def test_the_report_tells_the_decision_of_the_watch_not_a_replay(tmp_path):
+    from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_report import write_incident_report
+
+    clock = Clock()
+    # The detector never decides; the start timeout does. A replay of the trace would
+    # leave the report undecided, the trace knows what was decided.
+    proc, *_others = make_procedure(tmp_path, [[progressing()]], clock=clock, probe=FakeProbe(clock),
+                                    start_timeout_s=20.0, max_attempts=1)
+    res = proc.restart()
+    assert res["outcome"] == "gave_up" and res["attempts"][0]["reason_code"] == "stall_no_progress"
+    dummy_header, observations = read_trace(os.path.join(res["artifacts"], "attempt-1", "trace.jsonl"))
+    assert observations[-1]["assessment"]["reason_code"] == "stall_no_progress"
+    with open(write_incident_report(res["artifacts"])["json"]) as fh:
+        report = json.load(fh)
+    assert (report["verdict"], report["reason_code"]) == ("stalled", "stall_no_progress")
+
+
+def test_ready_awaiting_a_completion_is_written_as_pending_not_as_the_decision(tmp_path):
+    clock = Clock()
+    probe = FakeProbe(clock, completion_ok=False)
+    proc, *_others = make_procedure(tmp_path, [[ready()]], clock=clock, probe=probe, start_timeout_s=12.0,
+                                    max_attempts=1)
+    res = proc.restart()
+    dummy_header, observations = read_trace(os.path.join(res["artifacts"], "attempt-1", "trace.jsonl"))
+    verdicts = [o["assessment"]["verdict"] for o in observations]
+    assert verdicts[:-1] == ["ready_pending"] * (len(verdicts) - 1) and verdicts[-1] == "stalled"

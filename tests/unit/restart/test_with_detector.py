@@ -6,8 +6,9 @@ import sys
 
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.start_watch import (
-    detector_factory, format_progress)
+from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Detector
+from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings
+from ansible_collections.sglang_ops.serving.plugins.module_utils.progress_line import progress_line
 from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import (
     TraceWriter, read_trace, relative_observation, trace_header)
 
@@ -51,11 +52,9 @@ class ReplayProbe:
 
 
 def _procedure_on(tmp_path, attempts, **overrides):
-    make_detector, settings = detector_factory({}, 10.0)
     clock = Clock()
     proc, host, probe, clock, lines, _ = make_procedure(
-        tmp_path, [], clock=clock, probe=ReplayProbe(clock, attempts), poll_s=10.0, **overrides)
-    proc.make_detector = make_detector
+        tmp_path, [], clock=clock, probe=ReplayProbe(clock, attempts), detector=Detector, poll_s=10.0, **overrides)
     return proc, host, lines
 
 
@@ -85,10 +84,9 @@ def test_recorded_packing_error_that_repeats_is_handed_over(tmp_path):
 
 
 def test_progress_line_names_phase_and_elapsed_time():
-    make_detector, _ = detector_factory({}, 10.0)
-    detector = make_detector(8)
+    detector = Detector(DetectorSettings())
     _, obs = read_trace(_trace("healthy_warm_cache.jsonl"))
-    lines = [format_progress(detector.observe(o), o["t"]) for o in obs[:5]]
+    lines = [progress_line(detector.observe(o)) for o in obs[:5]]
     assert len(lines) == 5
     assert all(" \u00b7 " in line for line in lines)
     assert lines[-1].split(" \u00b7 ")[0].split()[0] in (
@@ -98,7 +96,7 @@ def test_progress_line_names_phase_and_elapsed_time():
 
 def test_detector_override_with_unknown_name_is_refused_before_anything_runs():
     with pytest.raises(ValueError, match="unknown detector setting"):
-        detector_factory({"stall_idel_window_s": 30}, 5.0)
+        DetectorSettings().with_overrides({"stall_idel_window_s": 30})
 
 
 def _replay(path):
