@@ -8,14 +8,14 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 # Molecule scenarios run by `make test`, in this order.
 MOLECULE_SCENARIOS ?= default supervise restart
 
-.PHONY: help venv podman image unit detector lint collection sanity units molecule test demo bench bench-restart bench-supervisor clean
+.PHONY: help venv podman image unit detector alerts lint collection sanity units molecule test demo bench bench-restart bench-supervisor clean
 
 help:
 	@echo "make demo           restart the local demo host with an injected stall (README)"
 	@echo "make test           unit tests, the detector over every trace, ansible-lint, the collection checks and the Molecule scenarios (README)"
 	@echo "make detector       the detector on every labelled trace, as recorded and perturbed (fails on any miss)"
 	@echo "make collection     build the collection tarball and list what is inside"
-	@echo "make bench          detector benchmark on the trace corpus, beside the reference watchers, and perturbed"
+	@echo "make bench          detector benchmark on the trace corpus, beside the reference watchers, and perturbed; ETA error and metrics write time"
 	@echo "make bench-restart  restart downtime, cold page cache against prewarmed"
 	@echo "make bench-supervisor  the unit supervisor's own CPU per poll and memory, on the stand-in with 8 ranks"
 
@@ -43,8 +43,18 @@ detector: venv
 	$(PY) ../shared/tools/score.py --cmd 'bin/sglang-ops replay {trace}' $(DETECTOR_TRACES)
 	$(PY) ../shared/tools/perturb.py --quiet --jobs 2 --cwd . $(DETECTOR_TRACES)
 
+# The alert rules of monitoring/ checked and unit-tested by promtool (Debian's
+# `prometheus` package; .ci/run installs it).
+ALERT_RULES := monitoring/sglang-ops.rules.yml
+alerts:
+	@command -v promtool >/dev/null || { echo "promtool is missing: apt-get install prometheus"; exit 1; }
+	promtool check rules $(ALERT_RULES)
+	promtool test rules monitoring/sglang-ops.rules.test.yml
+
+# ANSIBLE_HOME in .cache: ansible-lint puts its cache's collections first in the
+# collections path, so a copy of this collection left in ~/.ansible would shadow the checkout.
 lint: venv
-	$(VENV)/bin/ansible-lint
+	ANSIBLE_HOME=$(CURDIR)/.cache/ansible-lint $(VENV)/bin/ansible-lint
 
 # The collection as users install it (bin/collection): the tarball, then ansible-test
 # on a copy installed from it into an empty collections path.
@@ -65,13 +75,14 @@ molecule: venv image
 	  echo "== molecule test -s $$s passed in $$((SECONDS - start)) s"; \
 	done
 
-test: unit detector lint sanity units molecule
+test: unit detector alerts lint sanity units molecule
 
 demo: venv image
 	bin/demo
 
 bench: venv
 	$(PY) bench/detector.py
+	$(PY) bench/eta.py
 
 bench-restart: venv image
 	$(PY) bench/restart_downtime.py

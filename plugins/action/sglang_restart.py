@@ -39,6 +39,7 @@ ARGUMENT_SPEC = {
     "gpu_idle_mib": {"type": "int", "default": 1024},
     "kill_orphans": {"type": "bool", "default": False},
     "artifacts_dir": {"type": "path"},
+    "metrics_dir": {"type": "path"},
     "detector": {"type": "dict", "default": {}},
     "completion_model": {"type": "str", "default": "default"},
     "backoff_base_s": {"type": "float", "default": 10.0},

@@ -660,6 +660,7 @@ class Detector:
             "gpu_mem_total_mib": None if gpus is None else gpus.mem_total_mib,
             "gpu_util_max_pct": None if gpus is None else gpus.util_max_pct,
             "read_bps": self._read_bps,
+            "read_bytes": None if self._io is None else self._io[1],
             "write_bps": self._write_bps,
             "cpu_pct": None if self._cpu_pct is None else round(self._cpu_pct, 1),
             "http": http,

@@ -1,6 +1,6 @@
 """The one-line progress an operator reads while a start is watched.
 
-"weight_load 29/64 shards · GPU 41/96 GB · disk 1.1 GB/s · CPU 350% · http refused · 3m12s"
+"weight_load 29/64 shards · GPU 41/96 GB · disk 1.1 GB/s · CPU 350% · http refused · 3m12s · ETA 4m10s (usual 10m40s)"
 Used by the restart action and `sglang-ops replay --verbose`.
 """
 from ansible_collections.sglang_ops.serving.plugins.module_utils.durations import fmt_duration
@@ -15,8 +15,8 @@ def _rate(bps):
     return "%d B/s" % bps
 
 
-def progress_line(assessment):
-    """One line from an Assessment (or its to_dict())."""
+def progress_line(assessment, estimate=None):
+    """One line from an Assessment (or its to_dict()), with the ETA of an eta.Estimate."""
     a = assessment if isinstance(assessment, dict) else assessment.to_dict()
     p = a.get("progress") or {}
     parts = [a.get("phase") or "?"]
@@ -33,6 +33,8 @@ def progress_line(assessment):
     if p.get("http") is not None:
         parts.append("http %s" % p["http"])
     parts.append(fmt_duration(p.get("elapsed_s", a.get("t")), unknown="0s"))
+    if estimate is not None and estimate.text():
+        parts.append(estimate.text())
     verdict = a.get("verdict")
     if verdict and verdict != "progressing":
         parts.append("%s: %s" % (verdict, a.get("reason", "")))

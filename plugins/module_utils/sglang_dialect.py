@@ -35,6 +35,17 @@ def strip_prefix(msg):
     return text, tp_rank(ranks)
 
 
+# ---- the model ---------------------------------------------------------------------------
+# SGLang prints its arguments at start-up: "server_args=ServerArgs(model_path='/models/Kimi-K2.6', ...)".
+_MODEL_PATH = re.compile(r"""model_path=['"]([^'"]+)['"]""")
+
+
+def model_path_of(msg):
+    """The model path of SGLang's server_args line, else None."""
+    m = _MODEL_PATH.search(msg or "")
+    return m.group(1) if m else None
+
+
 # ---- progress bars ----------------------------------------------------------------------
 WEIGHT_BARS = ("checkpoint shards", "loading shards")   # bar descriptions of the shard loader
 BAR_PHASES = (("Capturing batches", "cuda_graph"), ("DeepGEMM", "jit_compile"))

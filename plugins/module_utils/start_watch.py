@@ -43,6 +43,7 @@ class WatchOptions:
     max_probe_failures: int = MAX_PROBE_FAILURES
     settings: DetectorSettings = dataclasses.field(default_factory=DetectorSettings)
     trace: object = None                 # a TraceTarget, or None: nothing recorded
+    outlook: object = None               # a start_outlook.StartOutlook (ETA, metrics file), or None
 
 
 @dataclasses.dataclass
@@ -124,7 +125,8 @@ def watch_start(port, options, t0, new_detector=None):
             if result.get("missing"):
                 obs["missing"] = result["missing"]
             a = detector.observe(obs)
-            port.emit(progress_line(a))
+            estimate = options.outlook.on_poll(obs, a) if options.outlook is not None else None
+            port.emit(progress_line(a, estimate))
             stacks = bool(a.want_stacks)
             decided = _decision(a, obs, port.clock() - t0, options)
             if trace is None:

@@ -38,6 +38,10 @@ description:
     records C(outcome: interrupted), what the run was doing and the attempt being
     watched; the lock is released and the service is left as it was at that moment
     (a command already sent to the host, such as a stop, completes there)."
+  - "Each progress line ends with an estimate of the time to ready (C(ETA 4m10s (usual
+    10m40s))): the current phase at its measured rate (shards, bytes read) plus the usual
+    duration of the phases ahead, from the earlier ready starts of the host in the artifacts
+    folder (docs/metrics.md). With no earlier start it says so."
   - Every attempt's observations are written as a replayable trace
     (C(attempt-<n>/trace.jsonl), format C(sglang-trace/1)), and C(run.json) records the
     run (docs/architecture.md).
@@ -108,6 +112,15 @@ options:
       - Default C(artifacts/) in the repository root (the parent of the playbooks folder);
         for a playbook of an installed collection (C(ansible-playbook sglang_ops.serving.restart)),
         C(artifacts/) in the current directory.
+    type: path
+  metrics_dir:
+    description:
+      - Folder on the target where node_exporter's textfile collector reads C(*.prom) files
+        (Debian's C(prometheus-node-exporter) reads C(/var/lib/prometheus/node-exporter)).
+      - "Every poll rewrites C(sglang_ops_<unit>.prom) there atomically: the start's phase,
+        verdict, elapsed time, progress and ETA; when the run ends, its outcome, reason
+        code, attempts, phase durations and time to ready; restarts by reason (docs/metrics.md)."
+      - Unset (the default), no metrics file is written.
     type: path
   detector:
     description: Detector settings overrides (names in docs/detector.md); unknown names fail before anything changes.

@@ -80,6 +80,7 @@ class Incident:
     series: object = None
     trace_files: list = field(default_factory=list)
     last_t: float = 0.0
+    time_to_ready: dict = field(default_factory=dict)   # run.json's, against the host's earlier starts
 
     def to_dict(self):
         d = asdict(self)
@@ -290,6 +291,7 @@ def build_incident(header, observations, assessments, run=None, diagnostics=None
         attempts=run_attempts, phases=spans, series=series,
         trace_files=list(trace_files), last_t=last_t,
         next_steps=next_steps_for(code, section),
+        time_to_ready=dict((run or {}).get("time_to_ready") or {}),
     )
     inc.evidence = evidence_lines(verdict, decision, decided_t, series, observations, lines, onset_t)
     if hand_over:

@@ -31,6 +31,23 @@ def _relink(text, runbook_href):
     return text.replace("](#", "](%s#" % runbook_href)
 
 
+def _time_to_ready(ttr):
+    """The last attempt against the host's earlier ready starts (docs/metrics.md)."""
+    if not ttr:
+        return []
+    out = ["", "### Time to ready", ""]
+    took = ("ready after %s" % fmt_duration(ttr["ready_after_s"]) if ttr.get("ready_after_s") is not None
+            else "not ready")
+    if not ttr.get("history_starts"):
+        return out + ["The last attempt was %s; no earlier ready start of this host to compare with." % took]
+    out.append("The last attempt was %s; usual %s (median of %d earlier ready start%s of this host)." % (
+        took, fmt_duration(ttr.get("usual_total_s")), ttr["history_starts"], "" if ttr["history_starts"] == 1 else "s"))
+    for slow in ttr.get("slower_than_usual") or ():
+        out.append("- slower than usual: %s took %s, usual %s (%.1f\u00d7)" % (
+            slow["phase"], fmt_duration(slow["took_s"]), fmt_duration(slow["usual_s"]), slow["took_s"] / slow["usual_s"]))
+    return out
+
+
 def render_markdown(inc, chart_name="timeline.svg", trace_names=(), runbook_href="docs/runbook.md"):
     out = ["# " + _title(inc), ""]
     out += ["%d. %s" % (i, line) for i, line in enumerate(inc.summary, 1)]
@@ -76,6 +93,7 @@ def render_markdown(inc, chart_name="timeline.svg", trace_names=(), runbook_href
             "| phase | from | to | duration |", "| --- | --- | --- | --- |"]
     for p in inc.phases:
         out.append("| %s | %s | %s | %s |" % (p.phase, fmt_t(p.start_t), fmt_t(p.end_t), fmt_duration(p.duration_s)))
+    out += _time_to_ready(inc.time_to_ready)
     out += ["", "### Events and journal lines", "",
             "Times are seconds into the watch (t+0 = when the watch began); lines printed by "
             "several ranks at once are folded into one.", "",

@@ -13,13 +13,14 @@ import signal
 
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import retry_policy
 from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Detector
+from ansible_collections.sglang_ops.serving.plugins.module_utils.durations import fmt_duration
 from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings
 from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import FAILURE_CLASSES
 from ansible_collections.sglang_ops.serving.plugins.module_utils.progress_line import progress_line
 from ansible_collections.sglang_ops.serving.plugins.module_utils import systemd_unit
 from ansible_collections.sglang_ops.serving.plugins.module_utils.start_watch import TraceTarget, WatchOptions, watch_start
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import (
-    host_checks, host_lock, supervised_restart, systemctl_verbs)
+    host_checks, host_lock, metrics_step, supervised_restart, systemctl_verbs)
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import iso_utc, redact_secrets
 from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import relative_observation
 
@@ -85,9 +86,23 @@ class RestartOptions:
     rng: object = random.random        # jitter source of the backoff
     new_detector: object = Detector    # new_detector(settings) -> a detector
 
-    def watch(self, trace=None):
+    def watch(self, trace=None, outlook=None):
         return WatchOptions(poll_s=self.args["poll_s"], start_timeout_s=self.args["start_timeout_s"],
-                            settings=self.settings, trace=trace)
+                            settings=self.settings, trace=trace, outlook=outlook)
+
+
+def _time_to_ready_words(ttr):
+    """'time to ready 4m10s (usual 10m40s); slower than usual: post_load 9m00s (usual 4m00s); '."""
+    if not ttr or ttr.get("ready_after_s") is None:
+        return ""
+    words = "time to ready %s" % fmt_duration(ttr["ready_after_s"])
+    if ttr.get("history_starts"):
+        words += " (usual %s)" % fmt_duration(ttr["usual_total_s"])
+    slow = ["%s %s (usual %s)" % (s["phase"], fmt_duration(s["took_s"]), fmt_duration(s["usual_s"]))
+            for s in ttr.get("slower_than_usual") or ()]
+    if slow:
+        words += "; slower than usual: " + ", ".join(slow)
+    return words + "; "
 
 
 def _count(n, word):
@@ -104,6 +119,7 @@ class RestartProcedure:
         self.artifacts = artifacts
         self.prewarm = prewarm  # prewarm(options, step_s, max_total_s) -> summary (issue: shorter restarts)
         self.lock = lock  # host_lock.HostLock, or None where no other run can interfere (tests)
+        self.outlook = None  # module_utils/start_outlook.StartOutlook: ETA and metrics, per run
         self.changed = False
         self.venv = None
         self.stage = "preflight"      # what the procedure is doing, for an interruption's record
@@ -253,6 +269,8 @@ class RestartProcedure:
         if supervised_restart.is_supervised(props):
             return self._supervised()
 
+        self.outlook = metrics_step.outlook_for(os.path.dirname(self.artifacts.path), self.unit,
+                                                self.args.get("metrics_dir"), self.port.shell, self.port.emit)
         max_attempts = self.args["max_attempts"]
         earlier_codes = []
         for n in range(1, max_attempts + 1):
@@ -292,6 +310,7 @@ class RestartProcedure:
             if not decision.restarts:
                 return self._hand_over(outcome.phase, outcome.reason_code, outcome.reason,
                                        because=decision.reason, verdict=outcome.verdict)
+            self.outlook.restarted(outcome.reason_code)
             self.port.emit("automatic restart: " + decision.reason)
         raise AssertionError("unreachable: the policy hands over when attempts are exhausted")
 
@@ -361,7 +380,8 @@ class RestartProcedure:
             name="%s-%s-attempt-%d" % (self.host, os.path.basename(self.artifacts.path), n), unit=self.unit,
             description="restart of %s on %s, attempt %d of %d" % (self.unit, self.host, n, self.args["max_attempts"]))
         self.port.since_epoch_s = t0
-        return watch_start(self.port, self.options.watch(trace), t0, self.options.new_detector)
+        self.outlook.begin_attempt(n)
+        return watch_start(self.port, self.options.watch(trace, self.outlook), t0, self.options.new_detector)
 
     def _stop_and_release(self, timeout_s):
         """Stop the unit and wait (bounded) until its cgroup is empty and the GPUs are
@@ -498,6 +518,9 @@ class RestartProcedure:
 
     def _finish(self, outcome, phase, code, reason, failed=False, verdict=None):
         self.record.update({"finished": iso_utc(self.port.clock()), "outcome": outcome})
+        if self.outlook is not None and self.record["attempts"]:
+            self.record["time_to_ready"] = self.outlook.summary()
+            self.outlook.finish(outcome, code, len(self.record["attempts"]))
         run_json = self.artifacts.write_run(self.record)
         if verdict is None:
             verdict = {"ready": "ready", "check_mode": "observed"}.get(outcome, FAILURE_CLASSES[code].verdict
@@ -509,8 +532,9 @@ class RestartProcedure:
         if failed:
             res["failed"] = True
         if outcome == "ready":
-            res["msg"] = "%s: %s ready after %s; artifacts: %s" % (
-                self.host, self.unit, _count(len(self.record["attempts"]), "attempt"), self.artifacts.path)
+            res["msg"] = "%s: %s ready after %s; %sartifacts: %s" % (
+                self.host, self.unit, _count(len(self.record["attempts"]), "attempt"),
+                _time_to_ready_words(self.record.get("time_to_ready")), self.artifacts.path)
         return res
 
     def _write_incident_report(self):

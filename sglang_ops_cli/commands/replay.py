@@ -2,7 +2,8 @@
 
 The last stdout line is the verdict JSON of the replay contract
 (../shared/traces/FORMAT.md); `--verbose` prints one progress line per observation
-before it. Exit status: 0 when the trace was read, 2 for a malformed trace or bad
+before it; `--eta` prints the time-to-ready estimate of each poll (with `--history`:
+earlier starts of the same host, as trace files or the folders that hold them). Exit status: 0 when the trace was read, 2 for a malformed trace or bad
 settings.
 """
 import json
@@ -10,8 +11,10 @@ import sys
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Detector
 from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings
+from ansible_collections.sglang_ops.serving.plugins.module_utils.eta import EtaEstimator
 from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import UNDECIDED
 from ansible_collections.sglang_ops.serving.plugins.module_utils.progress_line import progress_line
+from ansible_collections.sglang_ops.serving.plugins.module_utils.start_history import history_traces, load_history
 from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import TraceFormatError, read_trace
 
 HELP = "replay a recorded start (sglang-trace/1) through the stall detector"
@@ -20,6 +23,10 @@ HELP = "replay a recorded start (sglang-trace/1) through the stall detector"
 def add_arguments(parser):
     parser.add_argument("file", help="trace file (JSON Lines, sglang-trace/1)")
     parser.add_argument("--verbose", "-v", action="store_true", help="print the per-observation timeline")
+    parser.add_argument("--eta", action="store_true", help="print the time-to-ready estimate of each poll")
+    parser.add_argument("--history", action="append", default=[], metavar="PATH",
+                        help="an earlier start of the same host for --eta: a trace file, or a folder of them "
+                             "(artifacts/<host>, a supervisor's starts folder); repeatable")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a detector setting (repeatable), e.g. --set stall_idle_window_s=300")
 
@@ -67,6 +74,20 @@ def run(args):
     if args.verbose:
         def show(a):
             print("%8.1f  %-11s %s" % (a.t, a.verdict, progress_line(a)))
+    if args.eta:
+        try:
+            history = load_history(history_traces(args.history), exclude=[args.file])
+        except ValueError as e:
+            print("sglang-ops replay: %s" % e, file=sys.stderr)
+            return 2
+        estimator, verbose = EtaEstimator(history), args.verbose
+
+        def show(a):
+            estimate = estimator.update(a)
+            if verbose:
+                print("%8.1f  %-11s %s" % (a.t, a.verdict, progress_line(a, estimate)))
+            else:
+                print("%8.1f  %-16s %s" % (a.t, a.phase, estimate.text() or "ready"))
     try:
         verdict = replay(header, observations, settings, show)
     except Exception as e:  # an observation the format checks let through: one line, no traceback

@@ -17,7 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__
 GALAXY = os.path.join(os.path.dirname(sys.executable), "ansible-galaxy")
 # What a collection consists of; anything else in the tarball is a mistake.
 TOP_FILES = {"MANIFEST.json", "FILES.json", "README.md", "LICENSE", "CHANGELOG.rst"}
-FOLDERS = ("meta/", "plugins/", "roles/", "playbooks/", "docs/", "changelogs/",
+FOLDERS = ("meta/", "plugins/", "roles/", "playbooks/", "docs/", "changelogs/", "monitoring/",
            "tests/sanity/", "tests/unit/")
 # A checkout's state: none of it may reach the tarball.
 LEFTOVERS = ["artifacts/demo-host/20261130T101500Z/run.json", ".pytest_cache/v/cache/nodeids",

@@ -2,7 +2,8 @@
 vocabulary has one definition.
 
 module_utils holds what the modules (plugins/modules/*), the on-host watch
-(module_utils/start_watch.py) and the unit's supervisor (module_utils/supervisor.py) import; code only the controller needs lives in
+(module_utils/start_watch.py), its per-poll outlook (module_utils/start_outlook.py) and the
+unit's supervisor (module_utils/supervisor.py) import; code only the controller needs lives in
 plugin_utils. Nothing in module_utils may import controller code.
 """
 import ast
@@ -13,8 +14,10 @@ ROOT = Path(__file__).resolve().parents[2]
 PLUGINS = ROOT / "plugins"
 MODULE_UTILS = PLUGINS / "module_utils"
 PREFIX = "ansible_collections.sglang_ops.serving.plugins."
-ON_HOST_ENTRY_POINTS = sorted((PLUGINS / "modules").glob("*.py")) + [MODULE_UTILS / "start_watch.py",
-                                                                     MODULE_UTILS / "supervisor.py"]
+# start_outlook.py: the ETA and metrics file a host watcher updates every poll
+# (docs/metrics.md), on the target like the watch itself.
+ON_HOST_ENTRY_POINTS = sorted((PLUGINS / "modules").glob("*.py")) + [
+    MODULE_UTILS / "start_watch.py", MODULE_UTILS / "start_outlook.py", MODULE_UTILS / "supervisor.py"]
 
 
 def _collection_imports(path):
@@ -47,7 +50,7 @@ def _module_utils_reached_from(entry_points):
 
 def test_every_module_utils_file_is_used_on_the_target():
     on_disk = {p.stem for p in MODULE_UTILS.glob("*.py") if p.stem != "__init__"}
-    reached = _module_utils_reached_from(ON_HOST_ENTRY_POINTS) | {"start_watch", "supervisor"}
+    reached = _module_utils_reached_from(ON_HOST_ENTRY_POINTS) | {"start_watch", "start_outlook", "supervisor"}
     assert on_disk - reached == set(), "only the controller imports these: move them to plugin_utils"
     assert reached <= on_disk
 

@@ -135,12 +135,17 @@ def test_missing_unit_is_handed_over_in_preflight(tmp_path):
     assert res["reason_code"] == "unit_missing" and host.events == []
 
 
-def test_ready_waits_for_a_real_completion(tmp_path):
+def run_with_no_completion_answering(tmp_path, start_timeout_s):
+    """One attempt on which the detector says ready every poll but no completion succeeds."""
     clock = Clock()
     probe = FakeProbe(clock, completion_ok=False)
-    proc, *_others = make_procedure(tmp_path, [[ready()]], clock=clock, probe=probe, start_timeout_s=30.0,
-                                    max_attempts=1)
-    res = proc.restart()
+    proc, *_others = make_procedure(tmp_path, [[ready()]], clock=clock, probe=probe,
+                                    start_timeout_s=start_timeout_s, max_attempts=1)
+    return proc.restart()
+
+
+def test_ready_waits_for_a_real_completion(tmp_path):
+    res = run_with_no_completion_answering(tmp_path, start_timeout_s=30.0)
     # the detector said ready on every poll, but no completion succeeded: never ready
     assert res["outcome"] != "ready"
     assert res["attempts"][0]["reason_code"] == "stall_no_progress"
@@ -291,11 +296,7 @@ def test_the_report_tells_the_decision_of_the_watch_not_a_replay(tmp_path):
 
 
 def test_ready_awaiting_a_completion_is_written_as_pending_not_as_the_decision(tmp_path):
-    clock = Clock()
-    probe = FakeProbe(clock, completion_ok=False)
-    proc, *_others = make_procedure(tmp_path, [[ready()]], clock=clock, probe=probe, start_timeout_s=12.0,
-                                    max_attempts=1)
-    res = proc.restart()
+    res = run_with_no_completion_answering(tmp_path, start_timeout_s=12.0)
     dummy_header, observations = read_trace(os.path.join(res["artifacts"], "attempt-1", "trace.jsonl"))
     verdicts = [o["assessment"]["verdict"] for o in observations]
     assert verdicts[:-1] == ["ready_pending"] * (len(verdicts) - 1) and verdicts[-1] == "stalled"

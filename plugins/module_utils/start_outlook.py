@@ -1,0 +1,117 @@
+"""Per-poll companion of a watched start: the time-to-ready estimate and the metrics file.
+
+The restart action (controller) and a host supervising its own starts use it the same
+way; on the host, one call per poll is all the watch loop needs:
+
+    outlook = StartOutlook.on_host("sglang-k26-ddtree", "/var/lib/prometheus/node-exporter")
+    outlook.begin_attempt(1)
+    estimate = outlook.on_poll(observation, assessment)     # every poll: ETA + metrics file
+    outlook.restarted(reason_code)                          # before an automatic restart
+    outlook.finish("ready", "ready", attempts=1)            # the run ended (or "gave_up")
+    outlook.hang_after_ready()                              # a hang seen after ready
+
+`write(name, text)` puts the metrics file where node_exporter reads it; a write that
+fails is reported once through `warn` and never stops the watch. Standard library only.
+"""
+import time
+
+from ansible_collections.sglang_ops.serving.plugins.module_utils.eta import EtaEstimator, slower_than_usual
+from ansible_collections.sglang_ops.serving.plugins.module_utils.start_history import (
+    HISTORY_LIMIT, SUPERVISOR_STARTS_DIR, load_history, model_of, supervisor_traces)
+from ansible_collections.sglang_ops.serving.plugins.module_utils.start_metrics import (
+    StartMetrics, file_name, write_textfile)
+
+
+class StartOutlook:
+    def __init__(self, unit, history=(), write=None, previous_text=None, warn=None, clock=time.time):
+        self.unit = unit
+        self.history = list(history)        # ready start records of this host, oldest first
+        self.write = write
+        self.warn = warn
+        self.metrics = StartMetrics(unit, previous_text=previous_text, clock=clock)
+        self.model = None
+        self.estimator = EtaEstimator(self.history[-HISTORY_LIMIT:])
+        self.phases = []                    # [{"phase", "started_s", "duration_s"}] of the current attempt
+        self.ready_after_s = None
+        self._write_failed = False
+
+    @classmethod
+    def on_host(cls, unit, textfile_dir, starts_dir=SUPERVISOR_STARTS_DIR, warn=None):
+        """The outlook of a host supervisor: history from its starts folder, the metrics
+        file written in textfile_dir (counters read back from the file already there)."""
+        name = file_name(unit)
+        try:
+            with open("%s/%s" % (textfile_dir, name), encoding="utf-8") as fh:
+                previous = fh.read()
+        except OSError:
+            previous = None
+        return cls(unit, load_history(supervisor_traces(starts_dir), limit=4 * HISTORY_LIMIT),
+                   write=lambda n, text: write_textfile(textfile_dir, n, text), previous_text=previous, warn=warn)
+
+    def _history_of(self, model):
+        same = [r for r in self.history if model is None or r.get("model") in (model, None)]
+        return same[-HISTORY_LIMIT:]
+
+    def begin_attempt(self, n):
+        self.metrics.start(attempt=n)
+        self.estimator = EtaEstimator(self._history_of(self.model))
+        self.phases, self.ready_after_s = [], None
+
+    def on_poll(self, observation, assessment):
+        """One poll: the Estimate (eta.Estimate), with the metrics file rewritten."""
+        a = assessment if isinstance(assessment, dict) else assessment.to_dict()
+        if self.model is None:
+            model = model_of([observation or {}])
+            if model is not None:   # SGLang names its model in its first lines
+                self.model = model
+                self.estimator.use_history(self._history_of(model))
+        estimate = self.estimator.update(a)
+        self._track_phase(a)
+        self.metrics.observe(a, estimate)
+        self._write()
+        return estimate
+
+    def _track_phase(self, a):
+        t, phase = a.get("t") or 0.0, a.get("phase")
+        if self.phases and self.phases[-1]["phase"] != phase:   # the phase before ends where this one begins
+            self.phases[-1]["duration_s"] = round(t - self.phases[-1]["started_s"], 3)
+        if not self.phases or self.phases[-1]["phase"] != phase:
+            self.phases.append({"phase": phase, "started_s": 0.0 if not self.phases else t, "duration_s": 0.0})
+        self.phases[-1]["duration_s"] = round(t - self.phases[-1]["started_s"], 3)
+        if a.get("verdict") == "ready":
+            self.ready_after_s = t
+
+    def restarted(self, reason_code):
+        self.metrics.restarted(reason_code)
+        self._write()
+
+    def hang_after_ready(self):
+        self.metrics.hang_after_ready()
+        self._write()
+
+    def slower_than_usual(self):
+        """[(phase, took_s, usual_s)] of the current attempt against this host's history."""
+        return slower_than_usual(self.phases, self.estimator.history)
+
+    def summary(self):
+        """What a run record keeps: the usual time, this attempt's phases, the slow ones."""
+        return {"history_starts": len(self.estimator.history), "usual_total_s": self.estimator.usual_total_s,
+                "ready_after_s": self.ready_after_s, "phases": list(self.phases),
+                "slower_than_usual": [{"phase": p, "took_s": took, "usual_s": usual}
+                                      for p, took, usual in self.slower_than_usual()]}
+
+    def finish(self, outcome, reason_code, attempts):
+        self.metrics.finish(outcome, reason_code, attempts, phases=self.phases,
+                            ready_after_s=self.ready_after_s if outcome == "ready" else None,
+                            slower=self.slower_than_usual())
+        self._write()
+
+    def _write(self):
+        if self.write is None:
+            return
+        try:
+            self.write(self.metrics.file_name, self.metrics.render())
+        except Exception as exc:  # metrics are for on-call's dashboards; the start goes on without them
+            if not self._write_failed and self.warn is not None:
+                self.warn("metrics file not written: %s" % exc)
+            self._write_failed = True

@@ -1,0 +1,58 @@
+"""The shipped alert rules: valid for promtool, each covered by a promtool unit test that
+expects it to fire, and each with a runbook link to an existing section of docs/runbook.md."""
+import os
+import shutil
+import subprocess
+from urllib.parse import urlparse
+
+import pytest
+import yaml
+
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.runbook import parse_runbook
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+RULES = os.path.join(ROOT, "monitoring", "sglang-ops.rules.yml")
+RULE_TESTS = os.path.join(ROOT, "monitoring", "sglang-ops.rules.test.yml")
+RUNBOOK = os.path.join(ROOT, "docs", "runbook.md")
+
+
+def _alerts():
+    with open(RULES, encoding="utf-8") as fh:
+        return [r for g in yaml.safe_load(fh)["groups"] for r in g["rules"] if "alert" in r]
+
+
+ALERTS = _alerts()
+
+
+def test_the_rules_hold_alerts():
+    assert len(ALERTS) >= 5
+
+
+@pytest.mark.parametrize("rule", ALERTS, ids=[r["alert"] for r in ALERTS])
+def test_every_alert_links_to_its_runbook_section(rule):
+    url = urlparse(rule["annotations"]["runbook_url"])
+    assert url.path.endswith("/docs/runbook.md"), url
+    with open(RUNBOOK, encoding="utf-8") as fh:
+        sections = parse_runbook(fh.read())
+    assert url.fragment in sections, "%s links to #%s, which docs/runbook.md lacks" % (rule["alert"], url.fragment)
+
+
+@pytest.mark.parametrize("rule", ALERTS, ids=[r["alert"] for r in ALERTS])
+def test_every_alert_has_a_promtool_test_that_expects_it_to_fire(rule):
+    with open(RULE_TESTS, encoding="utf-8") as fh:
+        tests = yaml.safe_load(fh)["tests"]
+    firing = [case for t in tests for case in t.get("alert_rule_test", ())
+              if case["alertname"] == rule["alert"] and case.get("exp_alerts")]
+    quiet = [case for t in tests for case in t.get("alert_rule_test", ())
+             if case["alertname"] == rule["alert"] and not case.get("exp_alerts")]
+    assert firing, "no promtool test expects %s to fire" % rule["alert"]
+    assert quiet, "no promtool test expects %s to stay quiet" % rule["alert"]
+
+
+def test_promtool_checks_the_rules_and_runs_their_tests():
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool is missing: apt-get install prometheus (.ci/run installs it)"
+    check = subprocess.run([promtool, "check", "rules", RULES], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    run = subprocess.run([promtool, "test", "rules", RULE_TESTS], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
