@@ -16,6 +16,8 @@ probe, detector and watch loop (docs/architecture.md, "Every start watched").
   exits with the failure class's status (failure_classes.py); systemd restarts the unit
   unless that status is in RestartPreventExitStatus=.
 - SIGTERM (systemctl stop): the server is stopped, the start recorded as stopped, exit 0.
+- With metrics_dir set, the start's metrics file (module_utils/start_outlook.py: phase,
+  ETA, restarts, hangs after ready) is rewritten there every poll for node_exporter.
 """
 import collections
 import json
@@ -37,6 +39,7 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settin
 from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import class_of_exit_code, exit_code
 from ansible_collections.sglang_ops.serving.plugins.module_utils.probe import ProbeRequest, probe
 from ansible_collections.sglang_ops.serving.plugins.module_utils.progress_line import SEP, progress_line
+from ansible_collections.sglang_ops.serving.plugins.module_utils.start_outlook import StartOutlook
 from ansible_collections.sglang_ops.serving.plugins.module_utils.start_watch import (
     TraceTarget, WatchOptions, completion_ok, watch_start)
 
@@ -66,6 +69,8 @@ class SupervisorSettings:
     stacks: bool = True
     venv_bin: object = None
     nvidia_smi: str = "nvidia-smi"
+    # node_exporter's textfile folder for the start metrics, None for none.
+    metrics_dir: object = None
 
     @classmethod
     def load(cls, path):
@@ -199,6 +204,8 @@ class Supervisor:
         self.cpu0 = _cpu_s()
         self.cpu_last = None
         self.cpu_max_poll = 0.0
+        self.outlook = None      # StartOutlook when metrics_dir is set
+        self.attempt = 1         # systemd's restarts of the unit so far, plus one
 
     # ------------------------------------------------------------------ output
     def say(self, text):
@@ -298,7 +305,8 @@ class Supervisor:
             poll_s=self.s.poll_s, start_timeout_s=self.s.start_timeout_s or float("inf"),
             settings=DetectorSettings().with_overrides(self.s.detector),
             trace=TraceTarget(self.record.trace_path, "start-" + self.record.name, self.s.unit,
-                              "start of %s watched by its supervisor" % self.s.unit))
+                              "start of %s watched by its supervisor" % self.s.unit),
+            outlook=self.outlook)
         return watch_start(_HostPort(self), options, self.t0,
                            new_detector=lambda settings: _Observed(Detector(settings), self._on_poll))
 
@@ -366,7 +374,21 @@ class Supervisor:
         self.notify.stopping(line[:400])
         self._diagnose(assessment)
         self._stop_child()
+        self._count_failure(code, status)
         return self._finish(verdict, phase, code, reason, status)
+
+    def _count_failure(self, code, status):
+        """The metrics of a start that ends in a failure: a restart systemd is about to make,
+        or the end of the unit's tries when a restart cannot help."""
+        if self.outlook is None:
+            return
+        if code == "hang_after_ready":
+            self.outlook.hang_after_ready()
+        cls = class_of_exit_code(status)
+        if cls is not None and not cls.restart_helps:
+            self.outlook.finish("gave_up", code, self.attempt)
+        else:
+            self.outlook.restarted(code)
 
     def run(self):
         self.t0 = self.clock()
@@ -376,6 +398,10 @@ class Supervisor:
         if state is not None:
             restarts = state.to_obs().get("restarts")
         self.record.update(unit=self.s.unit, restarts=restarts)
+        self.attempt = (restarts or 0) + 1
+        if self.s.metrics_dir:
+            self.outlook = StartOutlook.on_host(self.s.unit, self.s.metrics_dir, self.s.starts_dir, warn=self.say)
+            self.outlook.begin_attempt(self.attempt)
         try:
             key = log_filter.read_key(self.s.api_key_file) if self.s.api_key_file else None
         except (OSError, ValueError) as e:
@@ -400,6 +426,8 @@ class Supervisor:
                                phase_durations=start_records.time_in_phases(self.phase_entries, a.t))
             self.say("ready after %s: %s" % (fmt_duration(ready_after), a.reason))
             self.notify.ready("ready after %s%s%s" % (fmt_duration(ready_after), SEP, a.reason))
+            if self.outlook is not None:
+                self.outlook.finish("ready", "ready", self.attempt)
             code, reason = self._serve()
             return self._fail("failed", "ready", code, reason)
         except _Stopped:
@@ -407,6 +435,8 @@ class Supervisor:
             self.notify.stopping("stopping the server")
             self._stop_child()
             verdict = self.record.record["verdict"]
+            if self.outlook is not None and verdict == "running":
+                self.outlook.finish("interrupted", "stopped", self.attempt)
             return self._finish("stopped" if verdict == "running" else verdict, self.record.record["phase"],
                                 self.record.record["reason_code"], "stopped by systemd (SIGTERM)", 0)
 

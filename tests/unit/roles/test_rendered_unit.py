@@ -22,9 +22,10 @@ def units(tmp_path_factory):
                    sglang_service_api_key=HOSTILE_KEY)
     demo_no_key = dict(demo, sglang_service_api_key="")
     unsupervised = dict(production, sglang_service_supervisor=False)
+    with_metrics = dict(production, sglang_metrics_enabled=True)
     return render_units(tmp_path_factory.mktemp("render"), {
         "production": production, "demo": demo, "renamed-flag": renamed_flag, "quoting": quoting,
-        "demo-no-key": demo_no_key, "unsupervised": unsupervised})
+        "demo-no-key": demo_no_key, "unsupervised": unsupervised, "with-metrics": with_metrics})
 
 
 def local_flags(rendered):
@@ -123,6 +124,12 @@ def test_supervised_unit_lets_systemd_restart_only_what_a_restart_can_help(units
     assert int(watchdog) > 3 * (30 + 60)       # the supervisor decides a hang before systemd's watchdog fires
     assert setting(unit, "Service", "StateDirectory") == ["sglang-ops/starts"]
     assert setting(unit, "Service", "TimeoutStartSec") == ["900"]
+
+
+def test_supervisor_may_write_the_metrics_folder_only_when_metrics_are_on(units):
+    writable = setting(units["with-metrics"][0], "Service", "ReadWritePaths")
+    assert "-/var/lib/prometheus/node-exporter" in writable, writable
+    assert not any("node-exporter" in v for v in setting(units["production"][0], "Service", "ReadWritePaths"))
 
 
 def test_unsupervised_unit_is_the_plain_unit_of_earlier_releases(units):

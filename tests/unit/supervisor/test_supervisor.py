@@ -52,17 +52,32 @@ def test_a_stall_is_diagnosed_then_the_server_stopped_and_the_class_status_retur
     assert any(v.startswith("stalled in weight_load") for v in run.notify.values("STATUS")), run.notify.values("STATUS")
 
 
-def test_a_failure_a_restart_cannot_help_exits_with_a_status_systemd_will_not_restart(supervise):
-    run = supervise(fault={"kind": "fatal", "phase": "cuda_graph", "line": "oom", "ranks": [1], "then": "exit"})
+def _metrics_lines(run):
+    """The metrics file the supervisor keeps for node_exporter, as its sample lines."""
+    with open(os.path.join(run.tmp, "metrics", "sglang_ops_sglang_test.prom"), encoding="utf-8") as fh:
+        return [line for line in fh.read().splitlines() if line and not line.startswith("#")]
+
+
+def test_a_failure_a_restart_cannot_help_exits_with_a_status_systemd_will_not_restart(supervise, tmp_path):
+    (tmp_path / "metrics").mkdir()
+    run = supervise(fault={"kind": "fatal", "phase": "cuda_graph", "line": "oom", "ranks": [1], "then": "exit"},
+                    settings={"metrics_dir": str(tmp_path / "metrics")})
     status = run.wait(90)
     assert status == fc.exit_code("fatal_oom") and status in fc.restart_prevent_exit_statuses()
     record = run.record()
     assert (record["verdict"], record["reason_code"]) == ("failed", "fatal_oom")
     assert "out of memory" in record["reason"]
+    # on-call's view: the unit's tries ended and a human is needed, no restart counted
+    lines = _metrics_lines(run)
+    assert 'sglang_last_start_info{outcome="gave_up",reason_code="fatal_oom",unit="sglang-test"} 1' in lines, lines
+    assert 'sglang_last_start_needed_human{unit="sglang-test"} 1' in lines, lines
+    restarts = [line for line in lines if line.startswith("sglang_restarts_total{")]
+    assert restarts and all(line.endswith(" 0") for line in restarts), restarts
 
 
-def test_a_hang_after_ready_is_caught_by_the_liveness_completions(supervise):
-    run = supervise(fault={"kind": "hang_after_ready", "after_s": 1.5})
+def test_a_hang_after_ready_is_caught_by_the_liveness_completions(supervise, tmp_path):
+    (tmp_path / "metrics").mkdir()
+    run = supervise(fault={"kind": "hang_after_ready", "after_s": 1.5}, settings={"metrics_dir": str(tmp_path / "metrics")})
     status = run.wait(90)
     assert status == fc.exit_code("hang_after_ready")
     record = run.record()
@@ -71,6 +86,10 @@ def test_a_hang_after_ready_is_caught_by_the_liveness_completions(supervise):
     assert run.notify.values("READY") and run.notify.values("WATCHDOG")
     assert any("liveness check missed 1/2" in v for v in run.notify.values("STATUS"))
     assert not run.server_alive()
+    # counted for on-call: the hang, and the restart systemd makes next
+    lines = _metrics_lines(run)
+    assert 'sglang_hangs_after_ready_total{unit="sglang-test"} 1' in lines, lines
+    assert 'sglang_restarts_total{reason_code="hang_after_ready",unit="sglang-test"} 1' in lines, lines
 
 
 def test_a_silent_busy_phase_is_left_alone(supervise):
