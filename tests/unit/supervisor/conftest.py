@@ -17,19 +17,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 SRC = os.path.join(ROOT, "tests", "standin", "src")
 SUPERVISOR = os.path.join(ROOT, "roles", "sglang_service", "files", "sglang-supervisor")
-PORTS = iter(range(31200, 31300))
 API_KEY = "sk-supervisor-test-key 'quoted' $x"
-
-
-def free_port():
-    for port in PORTS:
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-                return port
-            except OSError:
-                continue
-    raise RuntimeError("no free port left in 31200-31299")
 
 
 class NotifyListener:
@@ -126,6 +114,9 @@ def supervise(tmp_path, model_dir):
     runs = []
 
     def _supervise(fault=None, settings=None, standin=None, api_key=None, tp=2, extra_args=()):
+        # One port allocator for every real server the tests run. Imported here: the collection
+        # ships this folder's record tests but not the stand-in's tests (galaxy.yml).
+        from standin.conftest import free_port
         port = free_port()
         nvsmi = tmp_path / "nvidia-smi"
         nvsmi.write_text("#!/bin/sh\nexec %s -m sglang.standin.nvidia_smi \"$@\"\n" % sys.executable)
