@@ -183,16 +183,14 @@ class _HostPort:
 
 
 class Supervisor:
-    """One start of the server. `poll_hooks`: callables (observation, assessment, record)
-    run after every poll of the start (metrics writers hook in here)."""
+    """One start of the server."""
 
-    def __init__(self, settings, argv, notifier=None, clock=time.time, out_fd=1, poll_hooks=()):
+    def __init__(self, settings, argv, notifier=None, clock=time.time, out_fd=1):
         self.s = settings
         self.argv = list(argv)
         self.notify = notifier or sd_notify.Notifier()
         self.clock = clock
         self.out_fd = out_fd
-        self.poll_hooks = list(poll_hooks)
         self.stop_requested = threading.Event()
         self.child = None
         self.pump = None
@@ -282,8 +280,6 @@ class Supervisor:
                            polls=self.record.record["polls"] + 1,
                            phase_durations=start_records.time_in_phases(self.phase_entries, obs["t"]),
                            supervisor=self._own_cost())
-        for hook in self.poll_hooks:
-            hook(obs, a, self.record.record)
 
     def _own_cost(self):
         """The supervisor's own CPU (with the probe's commands: nvidia-smi, py-spy) from one
@@ -461,9 +457,8 @@ def _cpu_s():
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def main(argv, notifier=None, poll_hooks=()):
-    """sglang-supervisor --settings FILE.json -- SERVER ARGV...; the exit status.
-    poll_hooks: callables (observation, assessment, record) run after every poll."""
+def main(argv, notifier=None):
+    """sglang-supervisor --settings FILE.json -- SERVER ARGV...; the exit status."""
     if len(argv) < 4 or argv[0] != "--settings" or argv[2] != "--":
         sys.stderr.write("usage: sglang-supervisor --settings FILE.json -- SERVER ARGV...\n")
         return exit_code(CONFIG_ERROR)
@@ -472,7 +467,7 @@ def main(argv, notifier=None, poll_hooks=()):
     except (TypeError, ValueError) as e:
         sys.stderr.write("sglang-supervisor: %s\n" % e)
         return exit_code(CONFIG_ERROR)
-    sup = Supervisor(settings, argv[3:], notifier=notifier, poll_hooks=poll_hooks)
+    sup = Supervisor(settings, argv[3:], notifier=notifier)
     signal.signal(signal.SIGTERM, lambda *_: sup.stop_requested.set())
     signal.signal(signal.SIGINT, lambda *_: sup.stop_requested.set())
     status = sup.run()
