@@ -46,7 +46,8 @@ def dump_argv(exe, pid, stopped):
     # py-spy pauses the target with ptrace while it reads; on a process already stopped
     # (SIGSTOP, state T) that fails ("Failed to suspend process: unexpected waitpid
     # result"), seen with py-spy 0.4.3. A stopped process cannot change under the read,
-    # so reading without pausing is exact there.
+    # so reading without pausing is exact there. Inside the unit's sandbox (no ptrace)
+    # the pause fails too, and dump_stacks reads without it.
     argv = [exe, "dump", "--pid", str(pid)]
     return argv + ["--nonblocking"] if stopped else argv
 
