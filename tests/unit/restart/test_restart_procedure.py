@@ -3,7 +3,8 @@ import os
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import read_trace
 
-from ansible_collections.sglang_ops.serving.tests.unit.restart.restart_fakes import FakeHost, FakeProbe, Clock, make_procedure, progressing, ready, stalled
+from ansible_collections.sglang_ops.serving.tests.unit.restart.restart_fakes import (
+    FakeHost, FakeProbe, Clock, holder, make_procedure, progressing, ready, stalled)
 
 
 def _run_json(res):
@@ -87,7 +88,7 @@ def test_attempts_are_bounded_by_max_attempts(tmp_path):
 
 
 def test_foreign_gpu_process_stops_the_restart_before_anything_changes(tmp_path):
-    host = FakeHost(holders=[("4242", "GPU-0", "20000", "no", "/usr/bin/python3 train.py --big ")])
+    host = FakeHost(holders=[holder(4242, 20000, "/usr/bin/python3 train.py --big")])
     proc, host, *_others = make_procedure(tmp_path, [[ready()]], host=host)
     res = proc.restart()
     assert res["failed"] and res["reason_code"] == "gpu_busy_foreign" and res["phase"] == "preflight"
@@ -96,7 +97,7 @@ def test_foreign_gpu_process_stops_the_restart_before_anything_changes(tmp_path)
 
 
 def test_orphan_is_named_and_kept_when_killing_is_not_allowed(tmp_path):
-    host = FakeHost(holders=[("555", "GPU-0", "8000", "no", "sglang::scheduler_TP0 ")])
+    host = FakeHost(holders=[holder(555, 8000, "sglang::scheduler_TP0")])
     proc, host, *_others = make_procedure(tmp_path, [[ready()]], host=host)
     res = proc.restart()
     assert res["failed"] and res["reason_code"] == "orphan_processes"
@@ -105,7 +106,7 @@ def test_orphan_is_named_and_kept_when_killing_is_not_allowed(tmp_path):
 
 
 def test_orphan_is_killed_after_the_stop_when_allowed(tmp_path):
-    orphan = ("555", "GPU-0", "8000", "no", "sglang::scheduler_TP0 ")
+    orphan = holder(555, 8000, "sglang::scheduler_TP0")
     host = FakeHost(holders=[orphan], holders_after_stop=[orphan])
     proc, host, *_others = make_procedure(tmp_path, [[ready()]], host=host, kill_orphans=True)
     res = proc.restart()
@@ -177,7 +178,7 @@ def test_check_mode_observes_once_and_never_stops_or_starts(tmp_path):
 
 
 def test_secrets_never_reach_run_json_or_the_result(tmp_path):
-    host = FakeHost(holders=[("555", "GPU-0", "8000", "no", "sglang::scheduler_TP0 --api-key sk-abcdef123456")])
+    host = FakeHost(holders=[holder(555, 8000, "sglang::scheduler_TP0 --api-key sk-abcdef123456")])
     proc, host, *_others = make_procedure(tmp_path, [[ready()]], host=host)
     res = proc.restart()
     assert "sk-abcdef123456" not in json.dumps(res)
