@@ -69,9 +69,9 @@ def unit_members(service, pids, proc_root="/proc"):
 
 
 def unit_processes(service, proc_root="/proc"):
-    """[{pid, state, cmdline}] of every process in the unit's cgroup, also after a stop."""
+    """[{pid, state, cmdline}] of every process in the unit's cgroup, also after a stop, by PID."""
     found = []
-    for pid in unit_members(service, procfs.all_pids(proc_root), proc_root):
+    for pid in unit_members(service, sorted(procfs.all_pids(proc_root)), proc_root):
         stat = procfs.read_stat(pid, proc_root)
         if stat is not None:
             found.append({"pid": pid, "state": stat.state, "cmdline": procfs.read_cmdline(pid, proc_root) or ""})

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils import (
-    api_key_config, cgroup, gpu_holders, http_check, journal_reader, logfile_reader, nvidia_smi, procfs, pyspy, sglang_dialect, systemd_unit)
+    api_key_config, cgroup, diagnostics, gpu_holders, http_check, journal_reader, logfile_reader, nvidia_smi, procfs, pyspy, sglang_dialect, systemd_unit)
 
 
 @dataclass
@@ -38,6 +38,7 @@ class ProbeRequest:
     unit_state: bool = False       # the unit's state (also when it is not installed)
     holders: bool = False          # GPU holders, each with whether it is in the unit's cgroup
     unit_processes: bool = False   # every process in the unit's cgroup
+    diagnostics: bool = False      # the diagnostics bundle of a failed start (journal since since_epoch_s)
 
 
 def _cpu_s():
@@ -165,7 +166,7 @@ def _observe(req, missing):
 
 def probe(req):
     """-> {"observation", "cursor", "missing", "cost": {"cpu_s", "wall_s"}}, and
-    "unit_state", "gpu_holders", "unit_processes" when asked for (unit mode only)."""
+    "unit_state", "gpu_holders", "unit_processes", "diagnostics" when asked for (unit mode only)."""
     wall0, cpu0 = time.monotonic(), _cpu_s()
     result = {"cursor": req.cursor, "missing": {}}
     missing = result["missing"]
@@ -184,5 +185,7 @@ def probe(req):
         result["gpu_holders"] = gpu_holders.holders_of(snap, service)
     if req.unit_processes and service:
         result["unit_processes"] = cgroup.unit_processes(service)
+    if req.diagnostics and service:
+        result["diagnostics"] = diagnostics.collect(req.unit, req.since_epoch_s, req.venv_bin)
     result["cost"] = {"cpu_s": round(_cpu_s() - cpu0, 4), "wall_s": round(time.monotonic() - wall0, 4)}
     return result

@@ -3,7 +3,7 @@
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 # SPDX-License-Identifier: Apache-2.0
 """What is read of an SGLang service's host: one observation for the restart watcher, and on
-request the unit's state, the GPU holders and the unit's processes."""
+request the unit's state, the GPU holders, the unit's processes and the diagnostics bundle."""
 
 DOCUMENTATION = r"""
 module: sglang_probe
@@ -27,8 +27,9 @@ description:
     the journal.
   - On request (unit mode only) it also returns the unit's state with its ExecStart and
     venv (RV(unit_state)), every process holding GPU memory with whether it is in the
-    unit's cgroup (RV(gpu_holders)), and every process in the unit's cgroup
-    (RV(unit_processes)); I(observation=false) skips the observation for such a read.
+    unit's cgroup (RV(gpu_holders)), every process in the unit's cgroup
+    (RV(unit_processes)), and the diagnostics bundle of a failed start (RV(diagnostics));
+    I(observation=false) skips the observation for such a read.
   - Only reads; check mode is supported and changes nothing either way.
 version_added: "0.1.0"
 options:
@@ -137,6 +138,12 @@ options:
     description: Also return RV(unit_processes). Needs I(unit).
     type: bool
     default: false
+  diagnostics:
+    description:
+      - Also return RV(diagnostics), with the journal since I(since) (its last lines without it). Needs I(unit).
+      - Takes up to a minute per command on a wedged host; meant for a start that already failed.
+    type: bool
+    default: false
 notes:
   - Needs read access to C(/proc/PID/io) of the service's processes (root, or the
     service's user); without it storage bytes are left out.
@@ -231,6 +238,17 @@ unit_processes:
   type: list
   elements: dict
   sample: [{pid: 1986, state: S, cmdline: "/opt/sglang/venv/bin/python -m sglang.launch_server"}]
+diagnostics:
+  description:
+    - "The diagnostics bundle, name -> text, secrets redacted: C(unit-status) (C(systemctl status) and
+      C(show)), C(journal) (its last 5000 lines), C(nvidia-smi) (the full table and the compute apps),
+      C(ports) (C(ss -ltnp) or C(netstat -ltnp)), C(processes) (the unit's, with states), and one
+      C(py-spy-rank<N>) or C(py-spy-pid<PID>) per Python process of the unit (C(py-spy) when none is left)."
+    - A command that cannot run, times out or fails says so inside its own entry.
+  returned: when I(diagnostics) is true
+  type: dict
+  sample: {unit-status: "...", journal: "...", nvidia-smi: "...", ports: "...", processes: "pid state command\n1986\tS\t...",
+           py-spy-rank0: "PYSPY 1990 (the rank's process title)\nThread 1990 (idle): \"MainThread\"\n..."}
 cost:
   description: This call's own cost on the target, C(cpu_s) (including its child commands) and C(wall_s).
   returned: always
@@ -268,8 +286,9 @@ ARGUMENT_SPEC = dict(
     unit_state=dict(type="bool", default=False),
     holders=dict(type="bool", default=False),
     unit_processes=dict(type="bool", default=False),
+    diagnostics=dict(type="bool", default=False),
 )
-UNIT_READS = ("unit_state", "holders", "unit_processes")
+UNIT_READS = ("unit_state", "holders", "unit_processes", "diagnostics")
 
 
 def base_url(p):
@@ -291,7 +310,8 @@ def request_from_params(p):
         http_timeout_s=p["http_timeout_s"], completion_timeout_s=p["completion_timeout_s"],
         command_timeout_s=p["command_timeout_s"], pyspy_timeout_s=p["pyspy_timeout_s"],
         max_log_records=p["max_log_records"], observation=p["observation"],
-        unit_state=p["unit_state"], holders=p["holders"], unit_processes=p["unit_processes"])
+        unit_state=p["unit_state"], holders=p["holders"], unit_processes=p["unit_processes"],
+        diagnostics=p["diagnostics"])
 
 
 def main():

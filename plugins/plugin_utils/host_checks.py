@@ -1,24 +1,12 @@
 """The restart's rules over what the probe reads of the host (sglang_probe's unit_state,
 gpu_holders): which GPU holders are the unit's, its leftovers or another job's, when the
 GPUs count as released, when a stop is over. Pure, so the preflight rules are unit-tested.
-Also the shell commands of the diagnostics bundle, and the splitting of their output.
 """
-import shlex
 from dataclasses import dataclass, field
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils import sglang_dialect
-from ansible_collections.sglang_ops.serving.plugins.module_utils.systemd_unit import service_name
 
-NVIDIA_SMI_TIMEOUT_S = 20     # one nvidia-smi call in a remote step
-PYSPY_DUMP_TIMEOUT_S = 15     # one py-spy dump; the dumps run in parallel
-_NVSMI = ('smi=$(command -v nvidia-smi || { [ -x /usr/local/nvidia/bin/nvidia-smi ] && '
-          'echo /usr/local/nvidia/bin/nvidia-smi; })')
-
-
-def _cgroup_match(unit):
-    """An extended regex matching the unit's line in /proc/PID/cgroup (any hierarchy)."""
-    escaped = "".join("\\" + c if c in ".\\" else c for c in service_name(unit))
-    return "/" + escaped + "(/|$)"
+NVIDIA_SMI_TIMEOUT_S = 20     # each nvidia-smi call of a GPU holder read
 
 
 @dataclass
@@ -97,24 +85,6 @@ def gpu_released(check, gpu_idle_mib):
     return True, ""
 
 
-def _each_unit_pid(unit, body):
-    """A shell loop over the PIDs in the unit's cgroup ($p: PID, $cmd: command line)."""
-    return r"""for f in /proc/[0-9]*/cgroup; do
-  grep -qsE %s "$f" || continue
-  p=${f#/proc/}; p=${p%%/cgroup}
-  cmd=$(tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null)
-%s
-done
-""" % (shlex.quote(_cgroup_match(unit)), body)
-
-
-def unit_pids_cmd(unit):
-    """`pid<TAB>state<TAB>command line` for every process in the unit's cgroup."""
-    return _each_unit_pid(unit, r"""  st=$(awk '{print $3}' /proc/$p/stat 2>/dev/null)
-  printf '%s\t%s\t%s\n' "$p" "$st" "$cmd"
-""")
-
-
 def restart_pending(unit_state):
     """systemd's Restart= is about to start the unit again by itself (probe's unit_state)."""
     return unit_state.get("sub") == "auto-restart"
@@ -123,55 +93,3 @@ def restart_pending(unit_state):
 def settled_after_stop(unit_state):
     """True once the stop job is over: no deactivating, no pending auto-restart."""
     return unit_state.get("active") in ("inactive", "failed")
-
-
-def diagnostics_cmds(unit, since_epoch_s, venv):
-    """name -> shell command; each output becomes attempt-<n>/diagnostics/<name>.txt."""
-    q = shlex.quote(service_name(unit))
-    pyspy = "py-spy"
-    if venv:
-        pyspy = '$( [ -x %s/bin/py-spy ] && echo %s/bin/py-spy || echo py-spy)' % (
-            shlex.quote(venv), shlex.quote(venv))
-    return {
-        "unit-status": "systemctl status --no-pager --full --lines=0 -- %s; echo; "
-                       "systemctl show --property=ActiveState,SubState,Result,MainPID,NRestarts,"
-                       "ExecMainStatus,ExecMainCode,ControlGroup -- %s" % (q, q),
-        "journal": "journalctl -u %s --since @%d --no-pager -a -o short-iso-precise | tail -n 5000"
-                   % (q, int(since_epoch_s)),
-        "nvidia-smi": "%s\nif [ -z \"$smi\" ]; then echo 'nvidia-smi not found'; exit 0; fi\n"
-                      "timeout %d \"$smi\"; echo; echo '# compute apps (pid, gpu_uuid, used_memory MiB)'; "
-                      "timeout %d \"$smi\" --query-compute-apps=pid,gpu_uuid,used_memory "
-                      "--format=csv,noheader,nounits" % (_NVSMI, NVIDIA_SMI_TIMEOUT_S, NVIDIA_SMI_TIMEOUT_S),
-        "ports": "ss -ltnp 2>&1 || netstat -ltnp 2>&1",
-        "processes": "echo 'pid state command'; " + unit_pids_cmd(unit),
-        # One dump per Python process, in parallel so a stopped or wedged process costs
-        # one timeout, not one per rank.
-        "py-spy": "PYSPY=%s\nd=$(mktemp -d)\n" % pyspy + _each_unit_pid(unit, _PYSPY_EACH % (
-            sglang_dialect.SERVER_TITLE_PREFIX, PYSPY_DUMP_TIMEOUT_S)) +
-        "wait\ncat \"$d\"/* 2>/dev/null\nrm -rf \"$d\"\n",
-    }
-
-
-# The loop body of the py-spy capture: Python processes and SGLang's titled children only.
-_PYSPY_EACH = r"""  case "$cmd" in *python*|%s*) ;; *) continue;; esac
-  ( echo "=== PYSPY $p $cmd"; timeout %d $PYSPY dump --nonblocking --pid $p 2>&1 || echo "(py-spy exited $?)" ) > "$d/$p" &"""
-
-
-def split_pyspy(text):
-    """The py-spy diagnostics output -> {label: text}; label `rank<n>` for scheduler ranks,
-    `pid<N>` for other Python processes (the launcher, the detokenizer)."""
-    parts, label, buf = {}, None, []
-    for line in text.splitlines():
-        if line.startswith("=== PYSPY "):
-            if label:
-                parts[label] = "\n".join(buf) + "\n"
-            dummy_marker, dummy_word, pid, *cmd = line.split(" ")
-            cmdline = " ".join(cmd)
-            rank = sglang_dialect.tp_rank(sglang_dialect.rank_of(cmdline)) if sglang_dialect.is_server_title(cmdline) else None
-            label = "rank%d" % rank if rank is not None else "pid%s" % pid
-            buf = [line[4:]]
-        elif label:
-            buf.append(line)
-    if label:
-        parts[label] = "\n".join(buf) + "\n"
-    return parts

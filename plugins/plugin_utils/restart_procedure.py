@@ -25,7 +25,6 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format im
 
 RELEASE_POLL_S = 2.0
 SETTLE_NUDGE_S = 10.0
-DIAGNOSTIC_TIMEOUT_S = 90
 
 
 class RemoteStepFailed(Exception):
@@ -457,23 +456,13 @@ class RestartProcedure:
 
     def _capture_diagnostics(self, n, since_epoch_s):
         """Diagnostics of attempt n into attempt-<n>/diagnostics; returns the folder's relpath."""
-        cmds = host_checks.diagnostics_cmds(self.unit, since_epoch_s - 5, self.venv)
-        for name, cmd in cmds.items():
-            try:
-                rc, out, err = self.port.shell(cmd, DIAGNOSTIC_TIMEOUT_S)
-                text = out + (("\n# stderr\n" + err) if err.strip() else "")
-                if rc not in (0, None) and name != "unit-status":  # systemctl status exits 3 when stopped
-                    text += "\n# exit status %s\n" % rc
-            except Exception as exc:  # one diagnostic that cannot be read must not lose the others
-                text = "capture failed: %s\n" % exc
-            if name == "py-spy":
-                parts = host_checks.split_pyspy(text)
-                for label, part in parts.items():
-                    self.artifacts.write_diagnostic(n, "py-spy-" + label, part)
-                if not parts:
-                    self.artifacts.write_diagnostic(n, "py-spy", text or "no Python process left in the unit\n")
-            else:
-                self.artifacts.write_diagnostic(n, name, text)
+        result = self.port.read(diagnostics=True, since=since_epoch_s - 5)
+        bundle = result.get("diagnostics")
+        if result.get("failed") or bundle is None:
+            # the attempt is recorded either way; what could not be read says why
+            bundle = {"capture-failed": "capture failed: %s\n" % (result.get("msg") or result.get("missing") or "no answer")}
+        for name, text in bundle.items():
+            self.artifacts.write_diagnostic(n, name, text)
         return self.artifacts.diagnostics_relpath(n)
 
     def _note_preflight(self, check):

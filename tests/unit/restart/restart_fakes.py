@@ -71,6 +71,7 @@ class FakeHost:
         self.events = []
         self.commands = []
         self.reads = []
+        self.diagnostics_since = []
         self.stopped = False
 
     def _gpu_holders(self):
@@ -99,7 +100,7 @@ class FakeHost:
 
     def read(self, module_args):
         """The sglang_probe result for a call with observation=false."""
-        self.reads.append({k for k in ("unit_state", "holders", "unit_processes") if module_args.get(k)})
+        self.reads.append({k for k in ("unit_state", "holders", "unit_processes", "diagnostics") if module_args.get(k)})
         result = {"missing": {}, "cursor": None}
         if module_args.get("unit_state"):
             result["unit_state"] = self._unit_state()
@@ -107,6 +108,14 @@ class FakeHost:
             result["gpu_holders"] = self._gpu_holders()
         if module_args.get("unit_processes"):
             result["unit_processes"] = self._unit_processes()
+        if module_args.get("diagnostics"):
+            self.diagnostics_since.append(module_args.get("since"))
+            result["diagnostics"] = {
+                "unit-status": "Active: active (running)\n", "ports": "LISTEN 0 4096 *:30001\n",
+                "nvidia-smi": "# compute apps (pid, gpu_uuid, used_memory MiB)\n", "processes": "pid state command\n",
+                "journal": "Nov 29 server_args=ServerArgs(api_key='sk-abcdef123456')\nLoad weight begin.\n",
+                "py-spy-rank0": "PYSPY 11 sglang::scheduler_TP0\nThread 11 (idle): \"MainThread\"\n"
+                                "    wait (threading.py:320)\n"}
         return result
 
     def shell(self, cmd, timeout_s=None):
@@ -132,11 +141,6 @@ class FakeHost:
         if "systemctl kill" in cmd:
             self.events.append("sigkill")
             return 0, "", ""
-        if "=== PYSPY" in cmd:
-            return 0, ("=== PYSPY 11 sglang::scheduler_TP0 \nThread 11 (idle): \"MainThread\"\n"
-                       "    wait (threading.py:320)\n"), ""
-        if "journalctl" in cmd:
-            return 0, "Nov 29 server_args=ServerArgs(api_key='sk-abcdef123456')\nLoad weight begin.\n", ""
         return 0, "output of: %s\n" % cmd.splitlines()[0][:60], ""
 
 

@@ -49,11 +49,28 @@ def test_stall_in_first_attempt_is_diagnosed_then_restarted_to_ready(tmp_path):
     assert sorted(os.listdir(diag)) == ["journal.txt", "nvidia-smi.txt", "ports.txt", "processes.txt",
                                         "py-spy-rank0.txt", "unit-status.txt"]
     assert "sk-abcdef123456" not in open(os.path.join(diag, "journal.txt")).read()
+    assert host.diagnostics_since == [first["started_epoch_s"] - 5]  # the journal of that attempt
     # one backoff wait before the restart, within the policy's bounds for restart 1
     backoff_waits = [s for s in clock.slept if s not in (5.0,)]
     assert len(backoff_waits) == 1 and 8.0 <= backoff_waits[0] <= 12.0
     assert any("STALLED in weight_load" in line for line in lines)
     assert os.path.exists(os.path.join(res["artifacts"], "attempt-2", "trace.jsonl"))
+
+
+def test_diagnostics_that_cannot_be_read_leave_the_reason_and_the_run_goes_on(tmp_path):
+    proc, host, *_others = make_procedure(tmp_path, [[stalled("stall_idle")], [ready()]])
+    real_read = host.read
+
+    def read(module_args):
+        if module_args.get("diagnostics"):
+            return {"failed": True, "msg": "module timed out"}
+        return real_read(module_args)
+    host.read = read
+    res = proc.restart()
+    assert res["outcome"] == "ready"
+    diag = os.path.join(res["artifacts"], res["attempts"][0]["diagnostics"])
+    assert os.listdir(diag) == ["capture-failed.txt"]
+    assert "module timed out" in open(os.path.join(diag, "capture-failed.txt")).read()
 
 
 def test_same_failure_twice_hands_over_with_attempts_left(tmp_path):
