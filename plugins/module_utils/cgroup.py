@@ -1,6 +1,8 @@
 """The PIDs in a unit's cgroup, on cgroup v2, v1 (named systemd hierarchy) or hybrid."""
 import os
 
+from ansible_collections.sglang_ops.serving.plugins.module_utils import procfs
+
 CGROUP_ROOT = "/sys/fs/cgroup"
 
 
@@ -41,3 +43,36 @@ def cgroup_pids(control_group, root=CGROUP_ROOT):
         if os.path.isdir(d):
             return sorted(_procs_below(d)), None
     return None, "cgroup %s not found under %s" % (control_group, root)
+
+
+def names_unit(proc_cgroup_text, service):
+    """Whether a /proc/PID/cgroup text puts the process in the unit's cgroup or one below
+    it, in any hierarchy (v1, v2, hybrid)."""
+    for line in proc_cgroup_text.splitlines():
+        if service in line.split(":", 2)[-1].split("/"):
+            return True
+    return False
+
+
+def in_unit(pid, service, proc_root="/proc"):
+    try:
+        with open("%s/%d/cgroup" % (proc_root, pid)) as f:
+            return names_unit(f.read(), service)
+    except OSError:
+        return False  # gone, or not ours to read
+
+
+def unit_members(service, pids, proc_root="/proc"):
+    """The PIDs among `pids` whose cgroup is the unit's: also a stopped unit's leftovers,
+    which systemd no longer lists under ControlGroup."""
+    return [pid for pid in pids if in_unit(pid, service, proc_root)]
+
+
+def unit_processes(service, proc_root="/proc"):
+    """[{pid, state, cmdline}] of every process in the unit's cgroup, also after a stop, by PID."""
+    found = []
+    for pid in unit_members(service, sorted(procfs.all_pids(proc_root)), proc_root):
+        stat = procfs.read_stat(pid, proc_root)
+        if stat is not None:
+            found.append({"pid": pid, "state": stat.state, "cmdline": procfs.read_cmdline(pid, proc_root) or ""})
+    return found

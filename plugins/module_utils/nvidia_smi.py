@@ -1,7 +1,7 @@
 """Read GPUs and their compute processes with nvidia-smi (the two query forms in
 docs/architecture.md). Parsing is pure; `read_gpus` is the IO edge and never raises:
 a missing binary, a hang or an error gives no data and a reason."""
-from dataclasses import dataclass, asdict
+from dataclasses import dataclass
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.bounded_run import (
     bounded_run, find_executable)
@@ -35,9 +35,10 @@ class GpuProcess:
     pid: int
     gpu: object  # GPU index, or None when the uuid matches no GPU
     mem_mib: object
+    gpu_uuid: str = ""   # not in the observation (trace format): the restart's holder check
 
     def to_obs(self):
-        return asdict(self)
+        return {"pid": self.pid, "gpu": self.gpu, "mem_mib": self.mem_mib}
 
 
 @dataclass
@@ -92,7 +93,8 @@ def parse_apps_query(text, gpus):
         pid = _number(cols[0])
         if not isinstance(pid, int):
             continue
-        procs.append(GpuProcess(pid=pid, gpu=index_by_uuid.get(cols[1]), mem_mib=_number(cols[2])))
+        procs.append(GpuProcess(pid=pid, gpu=index_by_uuid.get(cols[1]), mem_mib=_number(cols[2]),
+                                gpu_uuid=cols[1]))
     return procs
 
 

@@ -1,14 +1,16 @@
-"""One observation of an SGLang service (a systemd unit, or a bare PID on hosts without
-systemd), in the sglang-trace/1 shape with epoch `ts`. Each reader is asked in turn;
-whatever cannot be read is left out and named in `missing` with the reason. Never
-raises for a reader's failure: a probe that fails would blind the watcher."""
+"""What is read of the host, in one place: one observation of an SGLang service (a
+systemd unit, or a bare PID on hosts without systemd) in the sglang-trace/1 shape with
+epoch `ts`; on request, the unit's state, the GPU holders with their cgroup membership
+and the processes left in the unit (what the restart checks around a stop). Each reader
+is asked in turn; whatever cannot be read is left out and named in `missing` with the
+reason. Never raises for a reader's failure: a probe that fails would blind the watcher."""
 import os
 import resource
 import time
 from dataclasses import dataclass
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils import (
-    api_key_config, cgroup, http_check, journal_reader, logfile_reader, nvidia_smi, procfs, pyspy, sglang_dialect, systemd_unit)
+    api_key_config, cgroup, diagnostics, gpu_holders, http_check, journal_reader, logfile_reader, nvidia_smi, procfs, pyspy, sglang_dialect, systemd_unit)
 
 
 @dataclass
@@ -32,6 +34,11 @@ class ProbeRequest:
     command_timeout_s: float = 5.0
     pyspy_timeout_s: float = 5.0
     max_log_records: int = 2000
+    observation: bool = True       # False: only the reads asked for below
+    unit_state: bool = False       # the unit's state (also when it is not installed)
+    holders: bool = False          # GPU holders, each with whether it is in the unit's cgroup
+    unit_processes: bool = False   # every process in the unit's cgroup
+    diagnostics: bool = False      # the diagnostics bundle of a failed start (journal since since_epoch_s)
 
 
 def _cpu_s():
@@ -120,11 +127,9 @@ def _read_http(req, missing):
     return {"health": health, "completion": completion}
 
 
-def probe(req):
-    """-> {"observation", "cursor", "missing", "cost": {"cpu_s", "wall_s"}}."""
-    wall0, cpu0 = time.monotonic(), _cpu_s()
+def _observe(req, missing):
+    """(observation, cursor, the nvidia-smi snapshot it read)."""
     obs = {"ts": round(time.time(), 3)}
-    missing = {}
 
     pids, main_pid, state = _service_pids(req, obs, missing)
     if pids is not None:
@@ -156,6 +161,31 @@ def probe(req):
             obs["stacks"] = samples
         else:
             missing["stacks"] = why
+    return obs, cursor, snap
 
-    cost = {"cpu_s": round(_cpu_s() - cpu0, 4), "wall_s": round(time.monotonic() - wall0, 4)}
-    return {"observation": obs, "cursor": cursor, "missing": missing, "cost": cost}
+
+def probe(req):
+    """-> {"observation", "cursor", "missing", "cost": {"cpu_s", "wall_s"}}, and
+    "unit_state", "gpu_holders", "unit_processes", "diagnostics" when asked for (unit mode only)."""
+    wall0, cpu0 = time.monotonic(), _cpu_s()
+    result = {"cursor": req.cursor, "missing": {}}
+    missing = result["missing"]
+    snap = None
+    if req.observation:
+        result["observation"], result["cursor"], snap = _observe(req, missing)
+    service = systemd_unit.service_name(req.unit) if req.unit else None
+    if req.unit_state and service:
+        state, why = systemd_unit.show_unit(req.unit, req.command_timeout_s)
+        if state is not None:
+            result["unit_state"] = state.to_result()
+        else:
+            missing["unit_state"] = why
+    if req.holders and service:
+        snap = snap or nvidia_smi.read_gpus(req.gpu_timeout_s, req.nvidia_smi)
+        result["gpu_holders"] = gpu_holders.holders_of(snap, service)
+    if req.unit_processes and service:
+        result["unit_processes"] = cgroup.unit_processes(service)
+    if req.diagnostics and service:
+        result["diagnostics"] = diagnostics.collect(req.unit, req.since_epoch_s, req.venv_bin)
+    result["cost"] = {"cpu_s": round(_cpu_s() - cpu0, 4), "wall_s": round(time.monotonic() - wall0, 4)}
+    return result

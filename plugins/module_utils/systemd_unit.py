@@ -6,7 +6,8 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.bounded_run imp
     bounded_run, find_executable)
 
 PROPERTIES = ("ActiveState", "SubState", "MainPID", "NRestarts", "ExecMainStatus", "Result",
-              "ControlGroup", "LoadState", "InactiveExitTimestamp", "EnvironmentFiles")
+              "ControlGroup", "LoadState", "InactiveExitTimestamp", "EnvironmentFiles", "ExecStart")
+_VENV_PYTHON = re.compile(r"(/[^\s;'\"]+?)/bin/python[0-9.]*\b")
 
 
 UNIT_NAME = re.compile(r"^[A-Za-z0-9@_.:\\-]+$")
@@ -36,11 +37,32 @@ class UnitState:
     load_state: str
     inactive_exit_epoch_s: object  # float or None
     environment_files: list
+    exec_start: str = ""
+
+    @property
+    def installed(self):
+        return self.load_state not in ("", "not-found")
 
     def to_obs(self):
         return {"active": self.active, "sub": self.sub, "main_pid": self.main_pid,
                 "restarts": self.restarts, "exec_main_status": self.exec_main_status,
                 "result": self.result}
+
+    def to_result(self):
+        """The probe's RV(unit_state): what the restart reads of the unit."""
+        return {"installed": self.installed, "load_state": self.load_state, "active": self.active,
+                "sub": self.sub, "main_pid": self.main_pid, "result": self.result,
+                "exec_start": self.exec_start, "venv": venv_prefix(self.exec_start)}
+
+
+def venv_prefix(exec_start):
+    """The venv the unit runs Python from, read off ExecStart (also inside `bash -c '...'`,
+    and after the supervisor's `--`, where the server's command begins)."""
+    exec_start = exec_start or ""
+    if "sglang-supervisor" in exec_start and " -- " in exec_start:
+        exec_start = exec_start.split(" -- ", 1)[1]
+    m = _VENV_PYTHON.search(exec_start)
+    return m.group(1) if m else None
 
 
 def _int_or_none(v):
@@ -91,11 +113,13 @@ def parse_show(text):
         result=props.get("Result", ""), control_group=props.get("ControlGroup", ""),
         load_state=props.get("LoadState", ""),
         inactive_exit_epoch_s=_timestamp(props.get("InactiveExitTimestamp")),
-        environment_files=_env_files(props.get("EnvironmentFiles")))
+        environment_files=_env_files(props.get("EnvironmentFiles")),
+        exec_start=props.get("ExecStart", ""))
 
 
-def read_unit(unit, timeout_s=5.0):
-    """(UnitState, None) or (None, reason)."""
+def show_unit(unit, timeout_s=5.0):
+    """(UnitState, None) or (None, reason); a unit that is not installed gives a state
+    with load_state not-found."""
     exe = find_executable("systemctl")
     if exe is None:
         return None, "systemctl not found (no systemd on this host)"
@@ -107,7 +131,12 @@ def read_unit(unit, timeout_s=5.0):
         return None, "systemctl show timed out"
     if not res.ok:
         return None, "systemctl show exited %s: %s" % (res.rc, res.stderr.strip()[:200])
-    state = parse_show(res.stdout)
-    if state.load_state == "not-found":
+    return parse_show(res.stdout), None
+
+
+def read_unit(unit, timeout_s=5.0):
+    """(UnitState, None) or (None, reason); a unit that is not installed is a reason."""
+    state, why = show_unit(unit, timeout_s)
+    if state is not None and not state.installed:
         return None, "unit %s not found" % unit
-    return state, None
+    return state, why

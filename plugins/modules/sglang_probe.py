@@ -2,7 +2,8 @@
 # Copyright: sglang-ops maintainers
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 # SPDX-License-Identifier: Apache-2.0
-"""One observation of an SGLang service, for the restart watcher."""
+"""What is read of an SGLang service's host: one observation for the restart watcher, and on
+request the unit's state, the GPU holders, the unit's processes and the diagnostics bundle."""
 
 DOCUMENTATION = r"""
 module: sglang_probe
@@ -24,6 +25,11 @@ description:
   - With I(pid) instead of I(unit) it watches a bare process tree (hosts without
     systemd); unit and journal fields are then absent, and I(log_file) can stand in for
     the journal.
+  - On request (unit mode only) it also returns the unit's state with its ExecStart and
+    venv (RV(unit_state)), every process holding GPU memory with whether it is in the
+    unit's cgroup (RV(gpu_holders)), every process in the unit's cgroup
+    (RV(unit_processes)), and the diagnostics bundle of a failed start (RV(diagnostics));
+    I(observation=false) skips the observation for such a read.
   - Only reads; check mode is supported and changes nothing either way.
 version_added: "0.1.0"
 options:
@@ -114,6 +120,30 @@ options:
     description: Limit for each py-spy dump.
     type: float
     default: 5.0
+  observation:
+    description:
+      - Take the observation (RV(observation), journal, HTTP check).
+      - Set to false to read only what I(unit_state), I(holders) or I(unit_processes) ask for.
+    type: bool
+    default: true
+  unit_state:
+    description: Also return RV(unit_state), also for a unit that is not installed. Needs I(unit).
+    type: bool
+    default: false
+  holders:
+    description: Also return RV(gpu_holders). Needs I(unit).
+    type: bool
+    default: false
+  unit_processes:
+    description: Also return RV(unit_processes). Needs I(unit).
+    type: bool
+    default: false
+  diagnostics:
+    description:
+      - Also return RV(diagnostics), with the journal since I(since) (its last lines without it). Needs I(unit).
+      - Takes up to a minute per command on a wedged host; meant for a start that already failed.
+    type: bool
+    default: false
 notes:
   - Needs read access to C(/proc/PID/io) of the service's processes (root, or the
     service's user); without it storage bytes are left out.
@@ -139,6 +169,13 @@ EXAMPLES = r"""
     stacks: true
     venv_bin: /opt/sglang/venv/bin
 
+- name: Before a restart, what holds the GPUs and whether it belongs to the unit
+  sglang_ops.serving.sglang_probe:
+    unit: sglang-k26-ddtree
+    observation: false
+    unit_state: true
+    holders: true
+
 - name: A bare process on a host without systemd
   sglang_ops.serving.sglang_probe:
     pid: 4242
@@ -154,7 +191,7 @@ observation:
       mem_used_mib, mem_total_mib, util_pct, power_w}], C(gpu_procs) [{pid, gpu,
       mem_mib}], C(log) [{ts, msg, line_break}], C(http) {health, completion}, C(stacks)
       [{pid, rank, frames}]. Any key but C(ts) may be absent (see RV(missing))."
-  returned: always
+  returned: when I(observation) is true (the default)
   type: dict
   sample:
     ts: 1795984356.97
@@ -173,6 +210,45 @@ missing:
   returned: always
   type: dict
   sample: {gpus: "nvidia-smi --query-gpu timed out", gpu_procs: "skipped: nvidia-smi --query-gpu timed out"}
+unit_state:
+  description:
+    - The unit's state from C(systemctl show); C(installed) is false when systemd does not know the unit.
+    - C(venv) is the virtualenv whose Python ExecStart runs (also after the supervisor's C(--)), or null.
+  returned: when I(unit_state) is true and systemctl answered (else named in RV(missing))
+  type: dict
+  sample: {installed: true, load_state: loaded, active: active, sub: running, main_pid: 1986, result: success,
+           exec_start: "{ path=/opt/sglang/venv/bin/python ; argv[]=/opt/sglang/venv/bin/python -m sglang.launch_server ; }",
+           venv: /opt/sglang/venv}
+gpu_holders:
+  description:
+    - Every process holding GPU memory, with C(in_unit) true when its C(/proc/PID/cgroup) names
+      the unit's cgroup (any hierarchy), and every GPU's memory.
+    - C(available) is false, with the reason in C(error), when nvidia-smi is missing or fails.
+  returned: when I(holders) is true
+  type: dict
+  sample:
+    available: true
+    error: ""
+    gpus: [{index: 0, uuid: GPU-5f1c, mem_used_mib: 9007, mem_total_mib: 143771}]
+    holders: [{pid: 1986, gpu_uuid: GPU-5f1c, mem_mib: 8998, in_unit: true,
+               cmdline: "/opt/sglang/venv/bin/python -m sglang.launch_server"}]
+unit_processes:
+  description: Every process whose cgroup is the unit's (also left over after a stop), with its state letter.
+  returned: when I(unit_processes) is true
+  type: list
+  elements: dict
+  sample: [{pid: 1986, state: S, cmdline: "/opt/sglang/venv/bin/python -m sglang.launch_server"}]
+diagnostics:
+  description:
+    - "The diagnostics bundle, name -> text, secrets redacted: C(unit-status) (C(systemctl status) and
+      C(show)), C(journal) (its last 5000 lines), C(nvidia-smi) (the full table and the compute apps),
+      C(ports) (C(ss -ltnp) or C(netstat -ltnp)), C(processes) (the unit's, with states), and one
+      C(py-spy-rank<N>) or C(py-spy-pid<PID>) per Python process of the unit (C(py-spy) when none is left)."
+    - A command that cannot run, times out or fails says so inside its own entry.
+  returned: when I(diagnostics) is true
+  type: dict
+  sample: {unit-status: "...", journal: "...", nvidia-smi: "...", ports: "...", processes: "pid state command\n1986\tS\t...",
+           py-spy-rank0: "PYSPY 1990 (the rank's process title)\nThread 1990 (idle): \"MainThread\"\n..."}
 cost:
   description: This call's own cost on the target, C(cpu_s) (including its child commands) and C(wall_s).
   returned: always
@@ -206,7 +282,13 @@ ARGUMENT_SPEC = dict(
     completion_timeout_s=dict(type="float", default=10.0),
     command_timeout_s=dict(type="float", default=5.0),
     pyspy_timeout_s=dict(type="float", default=5.0),
+    observation=dict(type="bool", default=True),
+    unit_state=dict(type="bool", default=False),
+    holders=dict(type="bool", default=False),
+    unit_processes=dict(type="bool", default=False),
+    diagnostics=dict(type="bool", default=False),
 )
+UNIT_READS = ("unit_state", "holders", "unit_processes", "diagnostics")
 
 
 def base_url(p):
@@ -227,7 +309,9 @@ def request_from_params(p):
         nvidia_smi=p["nvidia_smi"], gpu_timeout_s=p["gpu_timeout_s"],
         http_timeout_s=p["http_timeout_s"], completion_timeout_s=p["completion_timeout_s"],
         command_timeout_s=p["command_timeout_s"], pyspy_timeout_s=p["pyspy_timeout_s"],
-        max_log_records=p["max_log_records"])
+        max_log_records=p["max_log_records"], observation=p["observation"],
+        unit_state=p["unit_state"], holders=p["holders"], unit_processes=p["unit_processes"],
+        diagnostics=p["diagnostics"])
 
 
 def main():
@@ -237,6 +321,9 @@ def main():
     p = module.params
     if p["max_log_records"] < 1:
         module.fail_json(msg="max_log_records must be at least 1, got %d" % p["max_log_records"])
+    asked = [key for key in UNIT_READS if p[key]]
+    if asked and not p["unit"]:
+        module.fail_json(msg="%s need unit (a systemd unit's cgroup), not pid" % ", ".join(asked))
     for key in ("gpu_timeout_s", "http_timeout_s", "completion_timeout_s", "command_timeout_s", "pyspy_timeout_s"):
         if p[key] <= 0:
             module.fail_json(msg="%s must be positive, got %s" % (key, p[key]))

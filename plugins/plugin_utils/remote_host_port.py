@@ -9,8 +9,10 @@ from ansible_collections.sglang_ops.serving.plugins.plugin_utils import systemct
 
 
 class RemoteHostPort:
-    """probe(cursor, stacks), verb(name), clock(), sleep(s), emit(line); shell(cmd, timeout_s)
-    for the reads the restart still makes in shell steps (host lock, preflight, diagnostics)."""
+    """probe(cursor, stacks), verb(name), clock(), sleep(s), emit(line); read(...) for the
+    probe's reads other than the observation (unit state, GPU holders, unit processes,
+    diagnostics); shell(cmd, timeout_s) for the verbs and what still runs as a shell step
+    (host lock, the supervisor's start records, the metrics file)."""
 
     def __init__(self, unit, shell, run_probe, emit, probe_args, clock=time.time, sleep=time.sleep):
         self.unit = unit
@@ -29,6 +31,11 @@ class RemoteHostPort:
         elif self.since_epoch_s is not None:
             module_args["since"] = self.since_epoch_s
         return self.run_probe(module_args)
+
+    def read(self, **asked):
+        """The probe without the observation: read(unit_state=True, holders=True, ...)
+        -> the sglang_probe result."""
+        return self.run_probe(dict(self.probe_args, observation=False, **asked))
 
     def verb(self, name, **kwargs):
         cmd, timeout_s = systemctl_verbs.verb_command(name, self.unit, **kwargs)

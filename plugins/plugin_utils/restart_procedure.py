@@ -17,7 +17,6 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.durations impor
 from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings
 from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import FAILURE_CLASSES
 from ansible_collections.sglang_ops.serving.plugins.module_utils.progress_line import progress_line
-from ansible_collections.sglang_ops.serving.plugins.module_utils import systemd_unit
 from ansible_collections.sglang_ops.serving.plugins.module_utils.start_watch import TraceTarget, WatchOptions, watch_start
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import (
     host_checks, host_lock, metrics_step, supervised_restart, systemctl_verbs)
@@ -26,7 +25,6 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format im
 
 RELEASE_POLL_S = 2.0
 SETTLE_NUDGE_S = 10.0
-DIAGNOSTIC_TIMEOUT_S = 90
 
 
 class RemoteStepFailed(Exception):
@@ -140,29 +138,43 @@ class RestartProcedure:
             raise RemoteStepFailed("%s failed on %s (rc %s): %s" % (what, self.host, rc, redact_secrets(detail)))
         return rc, out, err
 
-    def _unit_props(self):
-        dummy_rc, out, dummy_err = self._sh(host_checks.show_cmd(self.unit), "systemctl show")
-        return systemd_unit.parse_properties(out)
+    def _read(self, what, result_key, **asked):
+        """One of the probe's reads of the host (port.read); RemoteStepFailed when it cannot answer."""
+        result = self.port.read(**asked)
+        if result.get("failed") or result_key not in result:
+            why = result.get("msg") if result.get("failed") else (result.get("missing") or {}).get(result_key)
+            raise RemoteStepFailed("%s failed on %s: %s" % (what, self.host, redact_secrets(str(why or "no answer"))))
+        return result
+
+    def _unit_state(self):
+        return self._read("reading the unit's state", "unit_state", unit_state=True)["unit_state"]
+
+    def _preflight_read(self):
+        """(unit state, classified GPU holders) in one read; the venv noted for what follows."""
+        result = self._read("reading the unit's state and GPU holders", "unit_state", unit_state=True,
+                            holders=True, gpu_timeout_s=host_checks.NVIDIA_SMI_TIMEOUT_S)
+        state = result["unit_state"]
+        self._use_venv(state)
+        return state, host_checks.classify_holders(host_checks.gpu_check(result["gpu_holders"]), self.venv)
 
     def _gpu_check(self):
-        dummy_rc, out, dummy_err = self._sh(host_checks.gpu_holders_cmd(self.unit), "GPU holder listing")
-        return host_checks.classify_holders(host_checks.parse_gpu_holders(out), self.venv)
+        result = self._read("GPU holder listing", "gpu_holders", holders=True,
+                            gpu_timeout_s=host_checks.NVIDIA_SMI_TIMEOUT_S)
+        return host_checks.classify_holders(host_checks.gpu_check(result["gpu_holders"]), self.venv)
 
-    def _use_venv(self, props):
+    def _use_venv(self, state):
         """The unit's venv (off ExecStart): where its py-spy is, and what counts as ours."""
-        self.venv = host_checks.venv_prefix(props.get("ExecStart"))
+        self.venv = state.get("venv")
         if self.venv:
             self.port.probe_args["venv_bin"] = self.venv.rstrip("/") + "/bin"
 
     # ---- check mode / status --------------------------------------------------------
     def observe_once(self):
         """One observation and the detector's reading of it; changes nothing on the host."""
-        props = self._unit_props()
-        if not host_checks.unit_installed(props):
+        state, check = self._preflight_read()
+        if not state["installed"]:
             return self._finish("check_mode", "preflight", "unit_missing",
                                 "unit %s is not installed on %s" % (self.unit, self.host), failed=True)
-        self._use_venv(props)
-        check = self._gpu_check()
         self._note_preflight(check)
         t0 = self.port.clock()
         self.port.since_epoch_s = None
@@ -190,7 +202,7 @@ class RestartProcedure:
                     "unit_state": obs.get("unit"), "missing": result.get("missing", {}),
                     "msg": "%s: %s; %s" % (self.host, a.reason, would)})
         res["verdict"] = a.verdict
-        if supervised_restart.is_supervised(props):
+        if supervised_restart.is_supervised(state["exec_start"]):
             res["supervised"] = True
             res["recent_starts"] = self._recent_starts()
             res["recent_starts_summary"] = [supervised_restart.start_summary(r) for r in res["recent_starts"]]
@@ -242,12 +254,10 @@ class RestartProcedure:
                     self._write_run_quietly()
 
     def _restart(self):
-        props = self._unit_props()
-        if not host_checks.unit_installed(props):
+        state, check = self._preflight_read()
+        if not state["installed"]:
             return self._hand_over("preflight", "unit_missing",
                                    "unit %s is not installed (run playbooks/site.yml first)" % self.unit)
-        self._use_venv(props)
-        check = self._gpu_check()
         self._note_preflight(check)
         foreign = check.of_kind("foreign")
         if foreign:
@@ -266,7 +276,7 @@ class RestartProcedure:
             self.stage = "prewarm (the old instance still serving)"
             self.record["prewarm"] = self._prewarm(dict(self.args["prewarm"]))
 
-        if supervised_restart.is_supervised(props):
+        if supervised_restart.is_supervised(state["exec_start"]):
             return self._supervised()
 
         self.outlook = metrics_step.outlook_for(os.path.dirname(self.artifacts.path), self.unit,
@@ -394,22 +404,20 @@ class RestartProcedure:
             self.port.verb("kill")
         deadline = self.port.clock() + self.args["release_timeout_s"]
         while True:
-            dummy_rc, out, dummy_err = self._sh(host_checks.unit_pids_cmd(self.unit), "process listing")
-            left = host_checks.parse_unit_pids(out)
+            left = self._read("process listing", "unit_processes", unit_processes=True)["unit_processes"]
             if not left:
                 break
             if self.port.clock() >= deadline:
                 return ("gpu_not_released", "processes of %s survived stop and SIGKILL: %s" % (
-                    self.unit, "; ".join("PID %d (state %s): %s" % p for p in left)))
+                    self.unit, "; ".join("PID %(pid)d (state %(state)s): %(cmdline)s" % p for p in left)))
             self.port.verb("kill")
             self.port.sleep(RELEASE_POLL_S)
         settle_began, nudged = self.port.clock(), False
         while True:
-            dummy_rc, out, dummy_err = self._sh(host_checks.active_state_cmd(self.unit), "systemctl show")
-            props = systemd_unit.parse_properties(out)
-            if host_checks.settled_after_stop(props):
+            state = self._unit_state()
+            if host_checks.settled_after_stop(state):
                 break
-            if host_checks.restart_pending(props):
+            if host_checks.restart_pending(state):
                 # systemd's own Restart= fired meanwhile: cancel it, the procedure starts.
                 self.port.verb("stop", timeout_s=systemctl_verbs.CANCEL_RESTART_STOP_S)
             elif not nudged and self.port.clock() - settle_began >= SETTLE_NUDGE_S:
@@ -417,12 +425,12 @@ class RestartProcedure:
                 # cgroup-empty notice, which some container setups never deliver; a
                 # daemon-reload makes it look at the cgroup again.
                 self.port.emit("no process left but %s is still %s/%s: daemon-reload so systemd sees it" % (
-                    self.unit, props.get("ActiveState"), props.get("SubState")))
+                    self.unit, state["active"], state["sub"]))
                 self.port.verb("daemon-reload")
                 nudged = True
             if self.port.clock() >= deadline:
                 return ("gpu_not_released", "%s did not settle after stop (ActiveState=%s, SubState=%s)" % (
-                    self.unit, props.get("ActiveState"), props.get("SubState")))
+                    self.unit, state["active"], state["sub"]))
             self.port.sleep(RELEASE_POLL_S)
         killed = self.record["preflight"].setdefault("orphans_killed", [])
         while True:
@@ -448,23 +456,13 @@ class RestartProcedure:
 
     def _capture_diagnostics(self, n, since_epoch_s):
         """Diagnostics of attempt n into attempt-<n>/diagnostics; returns the folder's relpath."""
-        cmds = host_checks.diagnostics_cmds(self.unit, since_epoch_s - 5, self.venv)
-        for name, cmd in cmds.items():
-            try:
-                rc, out, err = self.port.shell(cmd, DIAGNOSTIC_TIMEOUT_S)
-                text = out + (("\n# stderr\n" + err) if err.strip() else "")
-                if rc not in (0, None) and name != "unit-status":  # systemctl status exits 3 when stopped
-                    text += "\n# exit status %s\n" % rc
-            except Exception as exc:  # one diagnostic that cannot be read must not lose the others
-                text = "capture failed: %s\n" % exc
-            if name == "py-spy":
-                parts = host_checks.split_pyspy(text)
-                for label, part in parts.items():
-                    self.artifacts.write_diagnostic(n, "py-spy-" + label, part)
-                if not parts:
-                    self.artifacts.write_diagnostic(n, "py-spy", text or "no Python process left in the unit\n")
-            else:
-                self.artifacts.write_diagnostic(n, name, text)
+        result = self.port.read(diagnostics=True, since=since_epoch_s - 5)
+        bundle = result.get("diagnostics")
+        if result.get("failed") or bundle is None:
+            # the attempt is recorded either way; what could not be read says why
+            bundle = {"capture-failed": "capture failed: %s\n" % (result.get("msg") or result.get("missing") or "no answer")}
+        for name, text in bundle.items():
+            self.artifacts.write_diagnostic(n, name, text)
         return self.artifacts.diagnostics_relpath(n)
 
     def _note_preflight(self, check):

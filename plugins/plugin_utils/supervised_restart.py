@@ -45,9 +45,9 @@ print(json.dumps(out))
 """
 
 
-def is_supervised(props):
-    """Whether the unit's ExecStart runs the supervisor (systemctl show's ExecStart)."""
-    return SUPERVISOR_MARK in (props.get("ExecStart") or "")
+def is_supervised(exec_start):
+    """Whether the unit's ExecStart (the probe's unit_state.exec_start) runs the supervisor."""
+    return SUPERVISOR_MARK in (exec_start or "")
 
 
 def read_cmd(unit, starts_dir=start_records.DEFAULT_ROOT, limit=20):

@@ -1,6 +1,6 @@
 """The systemctl verbs the restart runs on the target: start, stop, kill, daemon-reload
 (and kill -9 of leftover processes), as quoted shell commands, each with the bound of its
-remote step. What the restart reads of the host comes from elsewhere (host_checks, the probe).
+remote step. What the restart reads of the host comes from the probe (port.read, port.probe).
 """
 import shlex
 

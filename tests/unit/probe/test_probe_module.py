@@ -78,6 +78,8 @@ def test_bad_arguments_fail_before_anything_is_read():
     assert res["failed"] is True and "mutually exclusive" in res["msg"]
     res, raw = run_module({"unit": "x", "log_file": "/tmp/x"})
     assert res["failed"] is True and "log_file" in res["msg"]
+    res, raw = run_module({"pid": 1, "holders": True, "unit_processes": True})
+    assert res["failed"] is True and res["msg"] == "holders, unit_processes need unit (a systemd unit's cgroup), not pid"
 
 
 def test_restart_action_argument_names_and_py_spy_beside_the_interpreter(target):

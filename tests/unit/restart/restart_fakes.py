@@ -3,7 +3,6 @@ import random
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Assessment
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.retry_policy import Backoff
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils import host_checks as hc
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import systemctl_verbs
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import RunArtifacts
 from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings
@@ -52,46 +51,80 @@ class ScriptedDetector:
         return Assessment(obs["t"], phase, verdict, code, reason, want_stacks=want)
 
 
+def holder(pid, mem_mib, cmdline, in_unit=False, gpu_uuid="GPU-0"):
+    """One entry of the probe's gpu_holders.holders."""
+    return {"pid": pid, "gpu_uuid": gpu_uuid, "mem_mib": mem_mib, "in_unit": in_unit, "cmdline": cmdline}
+
+
 class FakeHost:
-    """Answers the procedure's shell commands; records what was done to the unit."""
+    """Answers the probe's reads (unit state, GPU holders, unit processes) and the shell
+    steps of the verbs and diagnostics; records what was done to the unit."""
 
     def __init__(self, installed=True, holders=(), holders_after_stop=None, pids_after_stop=0, settle_polls=0,
                  reload_settles=False):
         self.settle_polls = settle_polls          # polls that still show the stop job running
         self.reload_settles = reload_settles      # a daemon-reload ends the stop job (missed cgroup-empty notice)
         self.installed = installed
-        self.holders = list(holders)              # HOLDER rows before the first stop
-        self.holders_after_stop = holders_after_stop  # rows after a stop (default: none)
+        self.holders = list(holders)              # holder(...) entries before the first stop
+        self.holders_after_stop = holders_after_stop  # entries after a stop (default: none)
         self.pids_after_stop = pids_after_stop    # listings that still show a process after stop
         self.events = []
         self.commands = []
+        self.reads = []
+        self.diagnostics_since = []
         self.stopped = False
 
-    def _holders_text(self):
-        rows = self.holders if not self.stopped else (self.holders_after_stop or [])
-        used = sum(int(r[2]) for r in rows if r[1] == "GPU-0")
-        lines = ["GPU\t0\tGPU-0\t%d\t97887" % used]
-        lines += ["HOLDER\t" + "\t".join(r) for r in rows]
-        return "\n".join(lines) + "\n"
+    def _gpu_holders(self):
+        held = self.holders if not self.stopped else (self.holders_after_stop or [])
+        used = sum(h["mem_mib"] for h in held if h["gpu_uuid"] == "GPU-0")
+        return {"available": True, "error": "",
+                "gpus": [{"index": 0, "uuid": "GPU-0", "mem_used_mib": used, "mem_total_mib": 97887}],
+                "holders": [dict(h) for h in held]}
+
+    def _unit_state(self):
+        if not self.installed:
+            return {"installed": False, "load_state": "not-found", "active": "inactive", "sub": "dead",
+                    "main_pid": None, "result": "success", "exec_start": "", "venv": None}
+        active, sub = ("inactive" if self.stopped else "active"), "dead"
+        if self.stopped and self.settle_polls:
+            self.settle_polls -= 1
+            active, sub = "deactivating", "stop-sigterm"
+        return {"installed": True, "load_state": "loaded", "active": active, "sub": sub, "main_pid": None,
+                "result": "success", "exec_start": EXEC_START, "venv": VENV}
+
+    def _unit_processes(self):
+        if self.pids_after_stop:
+            self.pids_after_stop -= 1
+            return [{"pid": 77, "state": "T", "cmdline": "sglang::scheduler_TP0"}]
+        return []
+
+    def read(self, module_args):
+        """The sglang_probe result for a call with observation=false."""
+        self.reads.append({k for k in ("unit_state", "holders", "unit_processes", "diagnostics") if module_args.get(k)})
+        result = {"missing": {}, "cursor": None}
+        if module_args.get("unit_state"):
+            result["unit_state"] = self._unit_state()
+        if module_args.get("holders"):
+            result["gpu_holders"] = self._gpu_holders()
+        if module_args.get("unit_processes"):
+            result["unit_processes"] = self._unit_processes()
+        if module_args.get("diagnostics"):
+            self.diagnostics_since.append(module_args.get("since"))
+            result["diagnostics"] = {
+                "unit-status": "Active: active (running)\n", "ports": "LISTEN 0 4096 *:30001\n",
+                "nvidia-smi": "# compute apps (pid, gpu_uuid, used_memory MiB)\n", "processes": "pid state command\n",
+                "journal": "Nov 29 server_args=ServerArgs(api_key='sk-abcdef123456')\nLoad weight begin.\n",
+                "py-spy-rank0": "PYSPY 11 sglang::scheduler_TP0\nThread 11 (idle): \"MainThread\"\n"
+                                "    wait (threading.py:320)\n"}
+        return result
 
     def shell(self, cmd, timeout_s=None):
         self.commands.append(cmd)
-        if cmd.startswith("systemctl show --property=LoadState"):
-            if not self.installed:
-                return 0, "LoadState=not-found\nActiveState=inactive\n", ""
-            return 0, "LoadState=loaded\nActiveState=active\nExecStart=%s\n" % EXEC_START, ""
-        if cmd == hc.active_state_cmd(UNIT):
-            if self.settle_polls:
-                self.settle_polls -= 1
-                return 0, "ActiveState=deactivating\nSubState=stop-sigterm\n", ""
-            return 0, "ActiveState=%s\nSubState=dead\n" % ("inactive" if self.stopped else "active"), ""
         if cmd == systemctl_verbs.DAEMON_RELOAD_CMD:
             self.events.append("daemon-reload")
             if self.reload_settles:
                 self.settle_polls = 0
             return 0, "", ""
-        if cmd == hc.gpu_holders_cmd(UNIT):
-            return 0, self._holders_text(), ""
         if cmd.startswith("timeout") and "systemctl stop" in cmd:
             self.events.append("stop")
             self.stopped = True
@@ -102,22 +135,12 @@ class FakeHost:
             return 0, "", ""
         if cmd.startswith("kill -9"):
             self.events.append(cmd)
-            self.holders_after_stop = [r for r in (self.holders_after_stop or []) if r[0] not in cmd.split()]
-            self.holders = [r for r in self.holders if r[0] not in cmd.split()]
-            return 0, "", ""
-        if cmd == hc.unit_pids_cmd(UNIT):
-            if self.pids_after_stop:
-                self.pids_after_stop -= 1
-                return 0, "77\tT\tsglang::scheduler_TP0 \n", ""
+            self.holders_after_stop = [h for h in (self.holders_after_stop or []) if str(h["pid"]) not in cmd.split()]
+            self.holders = [h for h in self.holders if str(h["pid"]) not in cmd.split()]
             return 0, "", ""
         if "systemctl kill" in cmd:
             self.events.append("sigkill")
             return 0, "", ""
-        if "=== PYSPY" in cmd:
-            return 0, ("=== PYSPY 11 sglang::scheduler_TP0 \nThread 11 (idle): \"MainThread\"\n"
-                       "    wait (threading.py:320)\n"), ""
-        if "journalctl" in cmd:
-            return 0, "Nov 29 server_args=ServerArgs(api_key='sk-abcdef123456')\nLoad weight begin.\n", ""
         return 0, "output of: %s\n" % cmd.splitlines()[0][:60], ""
 
 
@@ -161,7 +184,11 @@ def make_procedure(tmp_path, scripts, host=None, clock=None, probe=None, detecto
             "completion_model": "default", "detector": {}}
     args.update(overrides)
     lines = []
-    port = RemoteHostPort(UNIT, host.shell, probe, lines.append, probe_args(args), clock=clock, sleep=clock.sleep)
+
+    def run_probe(module_args):
+        return host.read(module_args) if module_args.get("observation") is False else probe(module_args)
+
+    port = RemoteHostPort(UNIT, host.shell, run_probe, lines.append, probe_args(args), clock=clock, sleep=clock.sleep)
     options = RestartOptions(args, DetectorSettings().with_overrides(args["detector"]), Backoff(base_s=10, max_s=60),
                              random.Random(1).random, detector or new_detector)
     proc = RestartProcedure("gpu-host-1", options, port,

@@ -127,7 +127,7 @@ def test_second_restart_while_one_holds_the_host_changes_nothing(tmp_path):
     res = proc.restart()
     assert res["failed"] and res["reason_code"] == "restart_locked" and res["phase"] == "preflight"
     assert "alice@ctl-a" in res["msg"] and "running since" in res["msg"]
-    assert host.events == [] and host.commands == []  # not even the preflight ran
+    assert host.events == [] and host.commands == [] and host.reads == []  # not even the preflight ran
     assert (tmp_path / "run" / "restart.lock").exists()
 
 
@@ -143,7 +143,8 @@ def test_restart_holds_the_lock_while_it_runs_and_gives_it_back(tmp_path):
         return real_probe(module_args)
     proc.port.run_probe = probe_and_look
     res = proc.restart()
-    assert res["outcome"] == "ready" and seen == [True, True]
+    # two observations and every read of the host, all under the lock
+    assert res["outcome"] == "ready" and host.reads and seen == [True] * (2 + len(host.reads))
     assert not (tmp_path / "run" / "restart.lock").exists()
     with open(res["run_json"]) as fh:
         assert json.load(fh)["lock"]["path"] == str(tmp_path / "run" / "restart.lock")

@@ -3,7 +3,8 @@ import os
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import read_trace
 
-from ansible_collections.sglang_ops.serving.tests.unit.restart.restart_fakes import FakeHost, FakeProbe, Clock, make_procedure, progressing, ready, stalled
+from ansible_collections.sglang_ops.serving.tests.unit.restart.restart_fakes import (
+    FakeHost, FakeProbe, Clock, holder, make_procedure, progressing, ready, stalled)
 
 
 def _run_json(res):
@@ -48,11 +49,28 @@ def test_stall_in_first_attempt_is_diagnosed_then_restarted_to_ready(tmp_path):
     assert sorted(os.listdir(diag)) == ["journal.txt", "nvidia-smi.txt", "ports.txt", "processes.txt",
                                         "py-spy-rank0.txt", "unit-status.txt"]
     assert "sk-abcdef123456" not in open(os.path.join(diag, "journal.txt")).read()
+    assert host.diagnostics_since == [first["started_epoch_s"] - 5]  # the journal of that attempt
     # one backoff wait before the restart, within the policy's bounds for restart 1
     backoff_waits = [s for s in clock.slept if s not in (5.0,)]
     assert len(backoff_waits) == 1 and 8.0 <= backoff_waits[0] <= 12.0
     assert any("STALLED in weight_load" in line for line in lines)
     assert os.path.exists(os.path.join(res["artifacts"], "attempt-2", "trace.jsonl"))
+
+
+def test_diagnostics_that_cannot_be_read_leave_the_reason_and_the_run_goes_on(tmp_path):
+    proc, host, *_others = make_procedure(tmp_path, [[stalled("stall_idle")], [ready()]])
+    real_read = host.read
+
+    def read(module_args):
+        if module_args.get("diagnostics"):
+            return {"failed": True, "msg": "module timed out"}
+        return real_read(module_args)
+    host.read = read
+    res = proc.restart()
+    assert res["outcome"] == "ready"
+    diag = os.path.join(res["artifacts"], res["attempts"][0]["diagnostics"])
+    assert os.listdir(diag) == ["capture-failed.txt"]
+    assert "module timed out" in open(os.path.join(diag, "capture-failed.txt")).read()
 
 
 def test_same_failure_twice_hands_over_with_attempts_left(tmp_path):
@@ -87,7 +105,7 @@ def test_attempts_are_bounded_by_max_attempts(tmp_path):
 
 
 def test_foreign_gpu_process_stops_the_restart_before_anything_changes(tmp_path):
-    host = FakeHost(holders=[("4242", "GPU-0", "20000", "no", "/usr/bin/python3 train.py --big ")])
+    host = FakeHost(holders=[holder(4242, 20000, "/usr/bin/python3 train.py --big")])
     proc, host, *_others = make_procedure(tmp_path, [[ready()]], host=host)
     res = proc.restart()
     assert res["failed"] and res["reason_code"] == "gpu_busy_foreign" and res["phase"] == "preflight"
@@ -96,7 +114,7 @@ def test_foreign_gpu_process_stops_the_restart_before_anything_changes(tmp_path)
 
 
 def test_orphan_is_named_and_kept_when_killing_is_not_allowed(tmp_path):
-    host = FakeHost(holders=[("555", "GPU-0", "8000", "no", "sglang::scheduler_TP0 ")])
+    host = FakeHost(holders=[holder(555, 8000, "sglang::scheduler_TP0")])
     proc, host, *_others = make_procedure(tmp_path, [[ready()]], host=host)
     res = proc.restart()
     assert res["failed"] and res["reason_code"] == "orphan_processes"
@@ -105,7 +123,7 @@ def test_orphan_is_named_and_kept_when_killing_is_not_allowed(tmp_path):
 
 
 def test_orphan_is_killed_after_the_stop_when_allowed(tmp_path):
-    orphan = ("555", "GPU-0", "8000", "no", "sglang::scheduler_TP0 ")
+    orphan = holder(555, 8000, "sglang::scheduler_TP0")
     host = FakeHost(holders=[orphan], holders_after_stop=[orphan])
     proc, host, *_others = make_procedure(tmp_path, [[ready()]], host=host, kill_orphans=True)
     res = proc.restart()
@@ -177,7 +195,7 @@ def test_check_mode_observes_once_and_never_stops_or_starts(tmp_path):
 
 
 def test_secrets_never_reach_run_json_or_the_result(tmp_path):
-    host = FakeHost(holders=[("555", "GPU-0", "8000", "no", "sglang::scheduler_TP0 --api-key sk-abcdef123456")])
+    host = FakeHost(holders=[holder(555, 8000, "sglang::scheduler_TP0 --api-key sk-abcdef123456")])
     proc, host, *_others = make_procedure(tmp_path, [[ready()]], host=host)
     res = proc.restart()
     assert "sk-abcdef123456" not in json.dumps(res)

@@ -4,7 +4,8 @@ import os
 import subprocess
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils import start_records as sr
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils import host_checks, supervised_restart
+from ansible_collections.sglang_ops.serving.plugins.module_utils import systemd_unit
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils import supervised_restart
 
 
 def test_a_start_points_current_at_itself_and_keeps_the_last_n(tmp_path):
@@ -60,8 +61,8 @@ def test_the_host_reader_the_restart_action_runs_reads_the_records(tmp_path):
 def test_a_supervised_unit_is_known_by_its_exec_start_and_its_venv_read_after_the_separator():
     exec_start = ("{ path=/usr/bin/python3 ; argv[]=/usr/bin/python3 -I /usr/lib/sglang-ops/sglang-supervisor "
                   "--settings /etc/sglang/u.supervisor.json -- /opt/sglang/venv/bin/python -m sglang.launch_server ; }")
-    assert supervised_restart.is_supervised({"ExecStart": exec_start})
-    assert host_checks.venv_prefix(exec_start) == "/opt/sglang/venv"
-    assert not supervised_restart.is_supervised({"ExecStart": "{ path=/bin/bash ; argv[]=/bin/bash -c exec ; }"})
+    assert supervised_restart.is_supervised(exec_start)
+    assert systemd_unit.venv_prefix(exec_start) == "/opt/sglang/venv"
+    assert not supervised_restart.is_supervised("{ path=/bin/bash ; argv[]=/bin/bash -c exec ; }")
     assert not supervised_restart.unit_gave_up({"ActiveState": "activating", "SubState": "auto-restart"})
     assert json.loads(json.dumps(supervised_restart.restart_cmd("a b"))).endswith("'a b.service'")
