@@ -22,9 +22,14 @@ def units(tmp_path_factory):
                    sglang_service_api_key=HOSTILE_KEY)
     demo_no_key = dict(demo, sglang_service_api_key="")
     unsupervised = dict(production, sglang_service_supervisor=False)
+    # One server on two hosts; the inventory lists pair-b first, so it is node rank 0.
+    pair = dict(production, sglang_service_nodes_group="k26_pair", sglang_service_tp_size=16)
     return render_units(tmp_path_factory.mktemp("render"), {
         "production": production, "demo": demo, "renamed-flag": renamed_flag, "quoting": quoting,
-        "demo-no-key": demo_no_key, "unsupervised": unsupervised})
+        "demo-no-key": demo_no_key, "unsupervised": unsupervised,
+        "pair-b": dict(pair, ansible_host="10.0.0.21"),
+        "pair-a": dict(pair, ansible_host="10.0.0.22", sglang_service_supervisor=False)},
+        groups={"k26_pair": ["pair-b", "pair-a"]})
 
 
 def local_flags(rendered):
@@ -54,6 +59,25 @@ def test_production_flags_pass_the_real_sglang_parser(units, real_sglang_python)
 def test_demo_flags_pass_the_real_sglang_parser(units, real_sglang_python):
     run = parse_with_real_sglang(real_sglang_python, local_flags(units["demo"]))
     assert run.returncode == 0, run.stderr[-2000:]
+
+
+def test_multi_host_pair_flags_pass_the_real_sglang_parser(units, real_sglang_python):
+    parsed = {}
+    for host in ("pair-b", "pair-a"):
+        run = parse_with_real_sglang(real_sglang_python, local_flags(units[host]))
+        assert run.returncode == 0, run.stderr[-2000:]
+        parsed[host] = json.loads(run.stdout)["args"]
+    assert [parsed[h]["node_rank"] for h in ("pair-b", "pair-a")] == [0, 1]
+    for args in parsed.values():
+        assert args["nnodes"] == 2
+        assert args["dist_init_addr"] == "10.0.0.21:20000"
+        assert args["tp_size"] == 16
+
+
+def test_single_host_units_carry_no_multi_node_flags(units):
+    for host in ("production", "demo", "unsupervised"):
+        flags = local_flags(units[host])
+        assert not {"--nnodes", "--node-rank", "--dist-init-addr"} & set(flags), (host, flags)
 
 
 def test_real_parser_rejects_a_flag_the_pinned_release_renamed(units, real_sglang_python):
