@@ -166,6 +166,7 @@ def test_a_missing_model_folder_stops_the_first_play_before_any_install(tmp_path
 MULTI_HOST_CASES = {
     "nodes-missing-group": ({"sglang_service_nodes_group": "no_such_group"}, None,
                             'sglang_service_nodes_group "no_such_group" is not a group of the inventory'),
+    "nodes-empty-group": ({}, [], 'sglang_service_nodes_group "nodes_empty_group" has no hosts'),
     "nodes-not-member": ({"sglang_service_nodes_group": "outsiders"}, ["peer-host"],
                          'nodes-not-member is not a host of sglang_service_nodes_group "outsiders" (its hosts: peer-host)'),
     "nodes-tp-odd": ({"sglang_service_tp_size": 3}, ["nodes-tp-odd", "peer-host"],
@@ -187,7 +188,7 @@ def test_multi_host_settings_fail_in_preflight_with_one_line_each(tmp_path):
     hosts, groups = {}, {}
     for name, (variables, members, _) in MULTI_HOST_CASES.items():
         hosts[name] = dict(base, **{"sglang_service_nodes_group": name.replace("-", "_"), **variables})
-        if members:
+        if members is not None:
             groups[hosts[name]["sglang_service_nodes_group"]] = members
     inventory = write_inventory(tmp_path, hosts, groups=groups)
     run = subprocess.run(
