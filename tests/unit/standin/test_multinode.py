@@ -2,6 +2,7 @@
 rendezvous at --dist-init-addr; only node 0 serves the API."""
 import os
 import signal
+import socket
 import time
 
 from .conftest import alive, free_port, wait_until
@@ -78,3 +79,21 @@ def test_node_1_killed_after_the_rendezvous_takes_node_0_down(launch):
     assert "connection closed by remote peer (node 1)" in node0.output()
     assert node0.proc.wait(timeout=10) == -signal.SIGKILL
     assert "Child process unexpectedly failed with exitcode=1" in node0.output()
+
+
+def test_node_0_alone_fails_after_dist_timeout_counting_the_ranks_that_joined(launch):
+    node0 = node(launch, 0, free_port(), "--dist-timeout", "1")
+    assert node0.proc.wait(timeout=15) == 1
+    assert ("torch.distributed.DistStoreError: Timed out after 1 seconds waiting for clients. 2/4 clients joined."
+            in node0.output())
+    assert "Load weight begin" not in node0.output()
+
+
+def test_node_0_cannot_listen_on_a_taken_rendezvous_port(launch):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        node0 = node(launch, 0, taken.getsockname()[1])
+        assert node0.proc.wait(timeout=15) == 1
+    assert "DistNetworkError: The server socket has failed to listen on any local network address." in node0.output()
+    assert "name: EADDRINUSE, message: address already in use" in node0.output()

@@ -9,6 +9,7 @@ the node sends {"node_rank": R, "nnodes": N}; node 0 answers {"go": true} once e
 node has joined (or {"error": "..."} and closes). The connections stay open afterwards:
 one that closes is a node gone (`on_lost`).
 """
+import errno
 import json
 import os
 import socket
@@ -90,8 +91,8 @@ class Rendezvous:
         except OSError as e:
             raise RendezvousError(
                 "torch.distributed.DistNetworkError: The server socket has failed to listen on any local "
-                f"network address. port: {self.port}, useIpv6: {':' in self.host}, code: -{e.errno}, "
-                f"name: {os.strerror(e.errno or 0)}") from e
+                f"network address. port: {self.port}, useIpv6: {str(':' in self.host).lower()}, code: -{e.errno}, "
+                f"name: {errno.errorcode.get(e.errno, '?')}, message: {os.strerror(e.errno or 0).lower()}") from e
         deadline = time.monotonic() + self.timeout_s
         while len(self.peers) < self.nnodes - 1:
             listener.settimeout(max(0.01, deadline - time.monotonic()))
