@@ -36,8 +36,9 @@ def group_vars(name):
     return yaml.safe_load(path.read_text())
 
 
-def write_inventory(directory, hosts, with_role_defaults=False):
-    """hosts: {name: {var: value}}; every host connects locally with this Python."""
+def write_inventory(directory, hosts, with_role_defaults=False, groups=None):
+    """hosts: {name: {var: value}}, all in the sglang group; groups: {group: [host, ...]} more
+    groups, hosts in that order; every host connects locally with this Python."""
     inventory = Path(directory) / "inventory"
     (inventory / "host_vars").mkdir(parents=True)
     (inventory / "group_vars" / "all").mkdir(parents=True)
@@ -48,16 +49,17 @@ def write_inventory(directory, hosts, with_role_defaults=False):
         shutil.copy(ROOT / "roles" / "sglang_service" / "vars" / "main.yml",
                     inventory / "group_vars" / "all" / "sglang_service-vars.yml")
     layout = {"sglang": {"hosts": {name: None for name in hosts}}}
-    (inventory / "hosts.yml").write_text(yaml.safe_dump(layout))
+    layout.update({group: {"hosts": {name: None for name in members}} for group, members in (groups or {}).items()})
+    (inventory / "hosts.yml").write_text(yaml.safe_dump(layout, sort_keys=False))
     for name, variables in hosts.items():
         variables = dict(variables, ansible_connection="local", ansible_python_interpreter=sys.executable)
         (inventory / "host_vars" / f"{name}.yml").write_text(yaml.safe_dump(variables))
     return inventory
 
 
-def run_render(tmp_path, hosts):
+def run_render(tmp_path, hosts, groups=None):
     """ansible-playbook render_unit.yml over `hosts`; (completed run, output folder)."""
-    inventory = write_inventory(tmp_path, hosts, with_role_defaults=True)
+    inventory = write_inventory(tmp_path, hosts, with_role_defaults=True, groups=groups)
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     run = subprocess.run(
@@ -67,9 +69,9 @@ def run_render(tmp_path, hosts):
     return run, out_dir
 
 
-def render_units(tmp_path, hosts):
+def render_units(tmp_path, hosts, groups=None):
     """Render the unit and config file for each host; returns {host: (unit_text, config_path)}."""
-    run, out_dir = run_render(tmp_path, hosts)
+    run, out_dir = run_render(tmp_path, hosts, groups)
     assert run.returncode == 0, run.stdout + run.stderr
     return {name: ((out_dir / f"{name}.service").read_text(), out_dir / f"{name}.yaml") for name in hosts}
 

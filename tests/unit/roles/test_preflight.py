@@ -159,3 +159,53 @@ def test_a_missing_model_folder_stops_the_first_play_before_any_install(tmp_path
     assert "absent-model' is not a folder" in str(failed["no-model"][0][2])
     # This machine may not boot systemd; that host check is the only one allowed to fail here.
     assert all(t.endswith("Check systemd is the init system") for _, t, _ in failed.get("model-made-later", [])), failed
+
+
+# host -> (variables, the group it names and that group's hosts in order, what the failure says;
+# None: passes). peer-host is a node of the groups but not of the play. One run checks all.
+MULTI_HOST_CASES = {
+    "nodes-missing-group": ({"sglang_service_nodes_group": "no_such_group"}, None,
+                            'sglang_service_nodes_group "no_such_group" is not a group of the inventory'),
+    "nodes-empty-group": ({}, [], 'sglang_service_nodes_group "nodes_empty_group" has no hosts'),
+    "nodes-not-member": ({"sglang_service_nodes_group": "outsiders"}, ["peer-host"],
+                         'nodes-not-member is not a host of sglang_service_nodes_group "outsiders" (its hosts: peer-host)'),
+    "nodes-tp-odd": ({"sglang_service_tp_size": 3}, ["nodes-tp-odd", "peer-host"],
+                     'sglang_service_tp_size (3) must be divisible by the number of nodes (2 in "nodes_tp_odd")'),
+    "nodes-rank1-supervised": ({"sglang_service_supervisor": True}, ["peer-host", "nodes-rank1-supervised"],
+                               'sglang_service_supervisor must be false on nodes-rank1-supervised '
+                               '(node rank 1 of "nodes_rank1_supervised")'),
+    "nodes-port-clash": ({"sglang_service_dist_init_port": 30001}, ["nodes-port-clash", "peer-host"],
+                         "differ from sglang_service_port, got 30001"),
+    "nodes-gpus": ({"sglang_service_tp_size": 16, "sglang_service_gpu_count": 4}, ["nodes-gpus", "peer-host"],
+                   "sglang_service_tp_size / nodes (16 / 2 = 8 per node) must divide the GPU count (4"),
+    "nodes-good": ({"sglang_service_tp_size": 16, "sglang_service_gpu_count": 8, "sglang_service_supervisor": False},
+                   ["peer-host", "nodes-good"], None),
+}
+
+
+def test_multi_host_settings_fail_in_preflight_with_one_line_each(tmp_path):
+    base = dict(group_vars("production"), vault_sglang_api_key=TEST_API_KEY)
+    hosts, groups = {}, {}
+    for name, (variables, members, _) in MULTI_HOST_CASES.items():
+        hosts[name] = dict(base, **{"sglang_service_nodes_group": name.replace("-", "_"), **variables})
+        if members is not None:
+            groups[hosts[name]["sglang_service_nodes_group"]] = members
+    inventory = write_inventory(tmp_path, hosts, groups=groups)
+    run = subprocess.run(
+        [str(ANSIBLE_PLAYBOOK), "-i", str(inventory), str(ROOT / "playbooks" / "site.yml"), "--check",
+         "--tags", "preflight"],
+        env=ansible_env(ANSIBLE_STDOUT_CALLBACK="ansible.posix.json"), capture_output=True, text=True, check=False)
+    result = json.loads(run.stdout[run.stdout.index("{"):])
+    assert all(stats["changed"] == 0 for stats in result["stats"].values())
+    # This machine may not boot systemd; that host check may fail on any host.
+    failed = {host: [(task, str(message)) for _, task, message in found
+                     if not task.endswith(": Check systemd is the init system")]
+              for host, found in failures_by_host(result).items()}
+    for name, (_, _, message) in MULTI_HOST_CASES.items():
+        if message is None:
+            assert failed.get(name, []) == [], (name, failed.get(name))
+            continue
+        assert len(failed.get(name, [])) == 1, (name, failed.get(name))
+        task, text = failed[name][0]
+        assert "\n" not in text and message in text, (name, text)
+    assert "peer-host" not in result["stats"]

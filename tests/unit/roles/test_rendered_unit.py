@@ -5,12 +5,23 @@ import re
 import stat
 
 import pytest
+import yaml
 
-from conftest import (TEST_API_KEY, exec_start_argv, group_vars, parse_with_real_sglang, render_units,
+from conftest import (ROOT, TEST_API_KEY, exec_start_argv, group_vars, parse_with_real_sglang, render_units,
                       server_flags, setting)
 
 PRODUCTION_EXTRA = {"vault_sglang_api_key": TEST_API_KEY}
 HOSTILE_KEY = "k$y with \"quotes\", 'single', \\ and `ticks` %n #no: comment ${HOME}"
+
+
+def commented_pair_example():
+    """(group, {host: variables}) of the commented two-host server in the production inventory."""
+    text = (ROOT / "inventories" / "production" / "hosts.yml").read_text()
+    block = text[text.index("  # children:"):]
+    uncommented = "\n".join(line.replace("  # ", "  ", 1) for line in block.splitlines())
+    (group, members), = yaml.safe_load("sglang:\n" + uncommented)["sglang"]["children"].items()
+    return group, {name: {k: v for k, v in variables.items() if k != "ansible_user"}
+                   for name, variables in members["hosts"].items()}
 
 
 @pytest.fixture(scope="module")
@@ -23,9 +34,16 @@ def units(tmp_path_factory):
     demo_no_key = dict(demo, sglang_service_api_key="")
     unsupervised = dict(production, sglang_service_supervisor=False)
     with_metrics = dict(production, sglang_metrics_enabled=True)
+    # One server on two hosts; the inventory lists pair-b first, so it is node rank 0.
+    pair = dict(production, sglang_service_nodes_group="reversed_pair", sglang_service_tp_size=16)
+    example_group, example_hosts = commented_pair_example()
     return render_units(tmp_path_factory.mktemp("render"), {
         "production": production, "demo": demo, "renamed-flag": renamed_flag, "quoting": quoting,
-        "demo-no-key": demo_no_key, "unsupervised": unsupervised, "with-metrics": with_metrics})
+        "demo-no-key": demo_no_key, "unsupervised": unsupervised, "with-metrics": with_metrics,
+        "pair-b": dict(pair, ansible_host="10.0.0.21"),
+        "pair-a": dict(pair, ansible_host="10.0.0.22", sglang_service_supervisor=False),
+        **{name: dict(production, **variables) for name, variables in example_hosts.items()}},
+        groups={"reversed_pair": ["pair-b", "pair-a"], example_group: list(example_hosts)})
 
 
 def local_flags(rendered):
@@ -55,6 +73,41 @@ def test_production_flags_pass_the_real_sglang_parser(units, real_sglang_python)
 def test_demo_flags_pass_the_real_sglang_parser(units, real_sglang_python):
     run = parse_with_real_sglang(real_sglang_python, local_flags(units["demo"]))
     assert run.returncode == 0, run.stderr[-2000:]
+
+
+def test_multi_host_pair_flags_pass_the_real_sglang_parser(units, real_sglang_python):
+    parsed = {}
+    for host in ("pair-b", "pair-a"):
+        run = parse_with_real_sglang(real_sglang_python, local_flags(units[host]))
+        assert run.returncode == 0, run.stderr[-2000:]
+        parsed[host] = json.loads(run.stdout)["args"]
+    assert [parsed[h]["node_rank"] for h in ("pair-b", "pair-a")] == [0, 1]
+    for args in parsed.values():
+        assert args["nnodes"] == 2
+        assert args["dist_init_addr"] == "10.0.0.21:20000"
+        assert args["tp_size"] == 16
+
+
+def test_production_inventory_two_host_example_passes_the_real_sglang_parser(units, real_sglang_python):
+    _, hosts = commented_pair_example()
+    first, second = hosts
+    parsed = {}
+    for host in hosts:
+        run = parse_with_real_sglang(real_sglang_python, local_flags(units[host]))
+        assert run.returncode == 0, run.stderr[-2000:]
+        parsed[host] = json.loads(run.stdout)["args"]
+    assert (parsed[first]["node_rank"], parsed[second]["node_rank"]) == (0, 1)
+    assert {(a["nnodes"], a["tp_size"], a["dist_init_addr"]) for a in parsed.values()} == {
+        (2, 16, hosts[first]["ansible_host"] + ":20000")}
+    # Node rank 1 serves no API: its unit is the plain one, without the supervisor.
+    assert setting(units[first][0], "Service", "Type") == ["notify"]
+    assert setting(units[second][0], "Service", "Type") == ["exec"]
+
+
+def test_single_host_units_carry_no_multi_node_flags(units):
+    for host in ("production", "demo", "unsupervised"):
+        flags = local_flags(units[host])
+        assert not {"--nnodes", "--node-rank", "--dist-init-addr"} & set(flags), (host, flags)
 
 
 def test_real_parser_rejects_a_flag_the_pinned_release_renamed(units, real_sglang_python):

@@ -99,7 +99,7 @@ class Handler(BaseHTTPRequestHandler):
         if not self._authorized():
             return self._send(401, {"error": "Unauthorized"})
         if st.dummy:
-            if path in ("/health", "/health_generate") and st.ready.is_set():
+            if path in ("/health", "/health_generate", "/ping") and st.ready.is_set():
                 return self._send(200, b"", "text/plain")
             return self._send(503 if path.startswith("/health") else 404, {"detail": "Not Found"})
         if path in ("/health", "/health_generate", "/ready"):

@@ -71,6 +71,7 @@ class Rank:
         kv = spec.get("kv_mem_mib")
         self.kv_mib = int(kv if kv is not None else self.total * self.s.kv_mem_frac)
         self.times = {}
+        self.inbox = b""              # bytes from the main process not yet read as commands
 
     # -- plumbing --------------------------------------------------------------
     def send(self, event, **kw):
@@ -133,6 +134,8 @@ class Rank:
         else:
             self.log("Init parallel begin.")
         self.checkpoint("distributed_init")
+        if self.spec.get("nnodes", 1) > 1:
+            self.wait_joined()
         if self.family != "0.5.16" and self.rank == 0:
             self.log("sglang is using nccl==2.28.9")
         self.sleep("init_s")
@@ -349,9 +352,22 @@ class Rank:
             line += f", available_gpu_mem={self.avail_gb():.2f} GB"
         self.log(line)
 
+    def wait_joined(self):
+        """Block until the main process says every node has joined the rendezvous."""
+        while b"\n" not in self.inbox:
+            data = self.sock.recv(65536)
+            if not data:
+                sleep_forever()       # the main process is gone; PR_SET_PDEATHSIG ends us
+            self.inbox += data
+        line, self.inbox = self.inbox.split(b"\n", 1)
+        cmd = json.loads(line)
+        if cmd.get("cmd") != "joined":
+            self.command(cmd)
+            self.wait_joined()
+
     # -- after loading -----------------------------------------------------------
     def serve_commands(self):
-        buf = b""
+        buf, self.inbox = self.inbox, b""
         while True:
             try:
                 data = self.sock.recv(65536)

@@ -21,8 +21,11 @@ from sglang.standin import logs
 from sglang.standin import settings as settings_mod
 from sglang.standin.http_api import ServerState, make_server
 from sglang.standin.procs import burn, sleep_forever, spawn
+from sglang.standin.rendezvous import Rendezvous, RendezvousError
 
 MIB = 1024 * 1024
+# torch.distributed's default timeout when SGLang gets no --dist-timeout.
+DEFAULT_DIST_TIMEOUT_S = 600.0
 
 
 def _model_config(model_path):
@@ -172,7 +175,7 @@ class Main:
             "max_prefill_tokens": args.max_prefill_tokens,
             "max_running_requests": args.max_running_requests or 128, "context_len": context_len,
             "disable_cuda_graph": args.disable_cuda_graph, "speculative": bool(args.speculative_algorithm),
-            "dg_cache_dir": _dg_cache_dir(), "ranks_on_node": per_node, "gpus_of_server": gpus,
+            "dg_cache_dir": _dg_cache_dir(), "ranks_on_node": per_node, "gpus_of_server": gpus, "nnodes": nnodes,
         }
         det = spawn("sglang::detokenizer", "sglang.standin.detokenizer", {})
         self.children.append(det)
@@ -192,8 +195,48 @@ class Main:
                 self.children.append(proc)
             self.socks[rank] = mine
             procs[rank] = proc
+        self.procs = procs
+        self.per_node = per_node
         for rank, sock in list(self.socks.items()):
             threading.Thread(target=self._watch, args=(rank, sock, procs[rank]), daemon=True).start()
+
+    # -- nodes ---------------------------------------------------------------------
+    def join_nodes(self):
+        """The ranks wait after `Init parallel begin.` until every node has joined."""
+        args = self.args
+        first = min(self.procs)
+        timeout_s = float(args.dist_timeout) if args.dist_timeout else DEFAULT_DIST_TIMEOUT_S
+        if not args.dist_init_addr:
+            self.fail("ValueError: the SGLang stand-in needs --dist-init-addr HOST:PORT with --nnodes > 1")
+        try:
+            rdv = Rendezvous(args.dist_init_addr, args.nnodes, args.node_rank,
+                             self.per_node, timeout_s, self.on_node_lost, logs.write_raw)
+            rdv.join()
+        except RendezvousError as e:
+            self.fail(f"Scheduler hit an exception: Traceback (most recent call last):\n"
+                      '  File "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/distributed/bootstrap.py", '
+                      "line 321, in _init_parallel_groups\n"
+                      "    init_distributed_environment(\n"
+                      f"{e.args[0]}")
+        self.first_rank = first
+        self.rank_command({"cmd": "joined"})
+
+    def on_node_lost(self, node_rank):
+        """A node's connection closed after the rendezvous: the next collective fails, as
+        NCCL reports a remote process gone, and the server goes down with it."""
+        time.sleep(self.s.phase_s("node_lost_s"))
+        rank = self.first_rank
+        logs.log("Scheduler hit an exception: Traceback (most recent call last):\n"
+                 '  File "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/managers/scheduler.py", '
+                 "line 3104, in run_scheduler_process\n"
+                 "    scheduler.event_loop_overlap()\n"
+                 f"torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:3690, remote process "
+                 f"exited or there was a network error, NCCL version 2.28.9\n"
+                 "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting "
+                 f"prematurely.\nLast error:\nnet.cc: connection closed by remote peer (node {node_rank})", rank)
+        logs.log(f"Child process unexpectedly failed with exitcode=1. pid={self.procs[rank].pid}")
+        logs.log("Received sigquit from a child process. It usually means the child failed.")
+        self.die(1, kill_self=True)
 
     # -- main-process faults -----------------------------------------------------
     def checkpoint(self, phase):
@@ -232,9 +275,10 @@ class Main:
         self.state = ServerState(args, model_info, server_args,
                                  lambda cmd: self.rank_command(cmd, rank=0 if cmd.get("cmd") == "prefill" else None),
                                  self.s.health_check_timeout_s, dummy=dummy)
-        logs.uvicorn(f"Started server process [{os.getpid()}]")
-        logs.uvicorn("Waiting for application startup.")
-        logs.uvicorn("Application startup complete.")
+        if not dummy:
+            logs.uvicorn(f"Started server process [{os.getpid()}]")
+            logs.uvicorn("Waiting for application startup.")
+            logs.uvicorn("Application startup complete.")
         if any(f.kind == "port_in_use" for f in self.faults):
             self.bind_error()
         try:
@@ -244,7 +288,11 @@ class Main:
                 self.bind_error()
             raise
         threading.Thread(target=httpd.serve_forever, daemon=True).start()
-        logs.uvicorn(f"Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)")
+        if dummy:
+            # 0.5.23's dummy server runs uvicorn at log level warning: only SGLang's own line.
+            logs.log(f"Dummy health check server started in background thread at {args.host}:{args.port}")
+        else:
+            logs.uvicorn(f"Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)")
 
     def _request(self, method, path, body=None):
         host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(self.args.host, self.args.host)
@@ -281,6 +329,10 @@ class Main:
         if not os.path.isdir(args.model_path):
             self.fail(f"OSError: {args.model_path} is not a local folder and is not a valid model identifier "
                       "(the SGLang stand-in loads local folders only)")
+        if args.nnodes < 1 or args.tp_size % args.nnodes or not 0 <= args.node_rank < args.nnodes:
+            self.fail("AssertionError: tp_size must be divisible by number of nodes" if args.nnodes >= 1
+                      and args.tp_size % args.nnodes else
+                      f"ValueError: --node-rank {args.node_rank} is not in 0..{args.nnodes - 1} (--nnodes {args.nnodes})")
         shards = _shards(args.model_path)
         if not shards:
             self.fail(f"RuntimeError: Cannot find any model weights with `{args.model_path}`")
@@ -288,6 +340,8 @@ class Main:
         signal.signal(signal.SIGINT, self.on_term)
         t_start = time.monotonic()
         self.start_children(shards, _model_config(args.model_path))
+        if args.nnodes > 1:
+            self.join_nodes()
         while not self.all_loaded.wait(1.0):
             pass
         times = dict(self.loaded.get(min(self.loaded), {}))

@@ -13,7 +13,7 @@ DEFAULT_CONFIG = "/etc/sglang-standin/config.json"
 
 # Phase keys that `time_scale` multiplies.
 PHASE_KEYS = ("init_s", "weight_load_s", "post_load_s", "kv_cache_s", "jit_s",
-              "cuda_graph_s", "http_start_s", "warmup_s")
+              "cuda_graph_s", "http_start_s", "warmup_s", "node_lost_s")
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,7 @@ class Settings:
     cuda_graph_s: float = 6.0
     http_start_s: float = 1.0
     warmup_s: float = 2.0
+    node_lost_s: float = 5.0         # a node's connection closed -> the server fails this much later
     time_scale: float = 1.0
     # Weight loading
     read_mib_s: float = 0.0          # storage read cap for all ranks together; 0 = uncapped
