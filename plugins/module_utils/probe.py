@@ -10,7 +10,8 @@ import time
 from dataclasses import dataclass
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils import (
-    api_key_config, cgroup, diagnostics, gpu_holders, http_check, journal_reader, logfile_reader, nvidia_smi, procfs, pyspy, sglang_dialect, systemd_unit)
+    api_key_config, cgroup, diagnostics, gpu_holders, http_check, journal_reader, logfile_reader, nvidia_smi, procfs, pyspy, sglang_dialect,
+    start_records, systemd_unit)
 
 
 @dataclass
@@ -39,6 +40,10 @@ class ProbeRequest:
     holders: bool = False          # GPU holders, each with whether it is in the unit's cgroup
     unit_processes: bool = False   # every process in the unit's cgroup
     diagnostics: bool = False      # the diagnostics bundle of a failed start (journal since since_epoch_s)
+    # The unit supervisor's per-start folders (module_utils/start_records.py):
+    starts: int = 0                # its last N start records, 0 for none
+    start_files: object = None     # one start's folder name: its trace, verdict and diagnostics
+    starts_dir: str = start_records.DEFAULT_ROOT
 
 
 def _cpu_s():
@@ -166,7 +171,8 @@ def _observe(req, missing):
 
 def probe(req):
     """-> {"observation", "cursor", "missing", "cost": {"cpu_s", "wall_s"}}, and
-    "unit_state", "gpu_holders", "unit_processes", "diagnostics" when asked for (unit mode only)."""
+    "unit_state", "gpu_holders", "unit_processes", "diagnostics" when asked for (unit mode only),
+    "starts" and "start_files" when asked for."""
     wall0, cpu0 = time.monotonic(), _cpu_s()
     result = {"cursor": req.cursor, "missing": {}}
     missing = result["missing"]
@@ -187,5 +193,12 @@ def probe(req):
         result["unit_processes"] = cgroup.unit_processes(service)
     if req.diagnostics and service:
         result["diagnostics"] = diagnostics.collect(req.unit, req.since_epoch_s, req.venv_bin)
+    if req.starts:
+        result["starts"] = start_records.starts_of(req.starts_dir, req.starts)
+    if req.start_files:
+        try:
+            result["start_files"] = start_records.read_files(req.starts_dir, req.start_files)
+        except ValueError as e:
+            missing["start_files"] = str(e)
     result["cost"] = {"cpu_s": round(_cpu_s() - cpu0, 4), "wall_s": round(time.monotonic() - wall0, 4)}
     return result

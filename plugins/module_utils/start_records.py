@@ -133,6 +133,31 @@ def recent_starts(root=DEFAULT_ROOT, limit=5):
     return out
 
 
+def starts_of(root=DEFAULT_ROOT, limit=5):
+    """{"current": the current start's folder name, "starts": its last `limit` records}."""
+    return {"current": current_name(root), "starts": recent_starts(root, limit)}
+
+
+def read_files(root, name):
+    """The files of one start, relative path -> text (None when unreadable): trace.jsonl,
+    verdict.json and diagnostics/*. ValueError for a name that is not a start's folder."""
+    if not _STAMP.match(name or ""):
+        raise ValueError("%r is not the folder of a start (<UTC stamp>-<pid>)" % name)
+    folder = os.path.join(root, name)
+    try:
+        diagnostics = sorted(os.listdir(os.path.join(folder, DIAGNOSTICS)))
+    except OSError:
+        diagnostics = []
+    files = {}
+    for rel in [TRACE, VERDICT] + [DIAGNOSTICS + "/" + n for n in diagnostics]:
+        try:
+            with open(os.path.join(folder, rel), encoding="utf-8", errors="replace") as fh:
+                files[rel] = fh.read()
+        except OSError:
+            files[rel] = None
+    return files
+
+
 def current_name(root=DEFAULT_ROOT):
     """The folder name `current` points at (the newest folder when the link is missing)."""
     try:

@@ -29,7 +29,8 @@ description:
     venv (RV(unit_state)), every process holding GPU memory with whether it is in the
     unit's cgroup (RV(gpu_holders)), every process in the unit's cgroup
     (RV(unit_processes)), and the diagnostics bundle of a failed start (RV(diagnostics));
-    I(observation=false) skips the observation for such a read.
+    and the unit supervisor's start records (RV(starts)) and one start's files
+    (RV(start_files)); I(observation=false) skips the observation for such a read.
   - Only reads; check mode is supported and changes nothing either way.
 version_added: "0.1.0"
 options:
@@ -144,6 +145,19 @@ options:
       - Takes up to a minute per command on a wedged host; meant for a start that already failed.
     type: bool
     default: false
+  starts:
+    description:
+      - Also return RV(starts), the last this many start records of the unit's supervisor (its per-start
+        folders under I(starts_dir)); 0 for none.
+    type: int
+    default: 0
+  start_files:
+    description: Also return RV(start_files), the files of this start's folder (a name under I(starts_dir)).
+    type: str
+  starts_dir:
+    description: The unit supervisor's per-start folders (roles/sglang_service, C(sglang_service_starts_dir)).
+    type: path
+    default: /var/lib/sglang-ops/starts
 notes:
   - Needs read access to C(/proc/PID/io) of the service's processes (root, or the
     service's user); without it storage bytes are left out.
@@ -249,6 +263,19 @@ diagnostics:
   type: dict
   sample: {unit-status: "...", journal: "...", nvidia-smi: "...", ports: "...", processes: "pid state command\n1986\tS\t...",
            py-spy-rank0: "PYSPY 1990 (the rank's process title)\nThread 1990 (idle): \"MainThread\"\n..."}
+starts:
+  description:
+    - The unit supervisor's last starts, newest first, each its C(verdict.json) with C(dir) added; a start left
+      C(running) that is not the current one reads C(interrupted) (its supervisor was killed).
+  returned: when I(starts) is more than 0
+  type: dict
+  sample: {current: 20261130T182239Z-6072, starts: [{verdict: stalled, phase: weight_load, reason_code: stall_idle,
+           exit_code: 76, started_at: 1796048912.2, dir: /var/lib/sglang-ops/starts/20261130T182239Z-6072}]}
+start_files:
+  description: One start's files, path in its folder -> text (null when unreadable).
+  returned: when I(start_files) is set and names a start's folder (else named in RV(missing))
+  type: dict
+  sample: {trace.jsonl: "...", verdict.json: "...", diagnostics/py-spy.txt: "..."}
 cost:
   description: This call's own cost on the target, C(cpu_s) (including its child commands) and C(wall_s).
   returned: always
@@ -287,6 +314,9 @@ ARGUMENT_SPEC = dict(
     holders=dict(type="bool", default=False),
     unit_processes=dict(type="bool", default=False),
     diagnostics=dict(type="bool", default=False),
+    starts=dict(type="int", default=0),
+    start_files=dict(type="str"),
+    starts_dir=dict(type="path", default="/var/lib/sglang-ops/starts"),
 )
 UNIT_READS = ("unit_state", "holders", "unit_processes", "diagnostics")
 
@@ -311,7 +341,7 @@ def request_from_params(p):
         command_timeout_s=p["command_timeout_s"], pyspy_timeout_s=p["pyspy_timeout_s"],
         max_log_records=p["max_log_records"], observation=p["observation"],
         unit_state=p["unit_state"], holders=p["holders"], unit_processes=p["unit_processes"],
-        diagnostics=p["diagnostics"])
+        diagnostics=p["diagnostics"], starts=p["starts"], start_files=p["start_files"], starts_dir=p["starts_dir"])
 
 
 def main():
@@ -319,6 +349,8 @@ def main():
                            required_one_of=[("unit", "pid")], mutually_exclusive=[("unit", "pid")],
                            required_by={"log_file": "pid"})
     p = module.params
+    if p["starts"] < 0:
+        module.fail_json(msg="starts must be 0 or more, got %d" % p["starts"])
     if p["max_log_records"] < 1:
         module.fail_json(msg="max_log_records must be at least 1, got %d" % p["max_log_records"])
     asked = [key for key in UNIT_READS if p[key]]

@@ -11,8 +11,8 @@ from ansible_collections.sglang_ops.serving.plugins.plugin_utils import systemct
 class RemoteHostPort:
     """probe(cursor, stacks), verb(name), clock(), sleep(s), emit(line); read(...) for the
     probe's reads other than the observation (unit state, GPU holders, unit processes,
-    diagnostics); shell(cmd, timeout_s) for the verbs and what still runs as a shell step
-    (host lock, the supervisor's start records, the metrics file)."""
+    diagnostics, the supervisor's start records); shell(cmd, timeout_s) for the verbs and
+    the other writes (host lock, metrics file)."""
 
     def __init__(self, unit, shell, run_probe, emit, probe_args, clock=time.time, sleep=time.sleep):
         self.unit = unit

@@ -210,11 +210,7 @@ class RestartProcedure:
 
     def _recent_starts(self, limit=5):
         """The supervisor's last starts on the host (verdict.json of each), newest first."""
-        rc, out, dummy_err = self.port.shell(supervised_restart.read_cmd(self.unit, limit=limit), 60)
-        try:
-            return supervised_restart.parse_read(out)[1]["starts"] if rc == 0 else []
-        except (ValueError, KeyError, IndexError):
-            return []
+        return (self.port.read(starts=limit).get("starts") or {}).get("starts") or []
 
     def _lock_holder(self):
         """Who holds the host's restart lock (words), or None; reads only."""
@@ -330,8 +326,7 @@ class RestartProcedure:
         self.stage = "restarting %s and following its supervisor" % self.unit
         self.record["decided_by"] = "supervisor"
         watch = supervised_restart.SupervisedRestart(
-            self.unit, self.port.shell, self.port.emit, self.port.clock, self.port.sleep, self.artifacts,
-            self.args["poll_s"], self.args["start_timeout_s"])
+            self.unit, self.port, self.artifacts, self.args["poll_s"], self.args["start_timeout_s"])
         self.changed = True
         try:
             res = watch.run()
@@ -350,13 +345,13 @@ class RestartProcedure:
                                    because="start_timeout_s passed; the unit's supervisor still decides its start, "
                                            "nothing was stopped")
         code = last.get("reason_code") or "process_exited"
-        props = res["props"]
+        unit_state = res["unit_state"]
         why = ("a restart cannot help (%s)" % FAILURE_CLASSES[code].why
                if code in FAILURE_CLASSES and not FAILURE_CLASSES[code].restart_helps
                else "systemd's start limit (StartLimitBurst) was reached")
         return self._hand_over(last.get("phase") or "starting", code, last.get("reason") or "",
                                because="systemd left %s %s/%s: %s" % (
-                                   self.unit, props.get("ActiveState"), props.get("Result"), why),
+                                   self.unit, unit_state.get("active"), unit_state.get("result"), why),
                                verdict=last.get("verdict"))
 
     def _prewarm(self, options):

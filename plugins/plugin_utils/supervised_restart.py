@@ -8,41 +8,16 @@ Each start the supervisor records becomes one attempt of the run, its trace, ver
 diagnostics copied into the run's artifacts (attempt-<n>/), so `report` and `replay` read
 a supervised run like any other.
 """
-import json
 import os
-import shlex
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import start_records, systemd_unit
+from ansible_collections.sglang_ops.serving.plugins.module_utils import start_records
 from ansible_collections.sglang_ops.serving.plugins.module_utils.durations import fmt_duration
 from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import FAILURE_CLASSES
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import redact_secrets
 
 SUPERVISOR_MARK = "sglang-supervisor"
-LIB_DIR = "/usr/lib/sglang-ops"
-_SHOW = ("ActiveState", "SubState", "Result", "NRestarts", "ExecMainStatus", "StatusText")
+RECENT_STARTS = 20      # start records read each poll: more than a run's starts
 _ENDED = ("ready", "stalled", "failed", "stopped", "interrupted")
-
-# Run on the host with its python3 and the collection's module_utils the role installed.
-_READ_STARTS = r"""
-import json, sys
-sys.path.insert(0, sys.argv[1])
-from ansible_collections.sglang_ops.serving.plugins.module_utils import start_records as s
-root = sys.argv[2]
-print(json.dumps({"current": s.current_name(root), "starts": s.recent_starts(root, int(sys.argv[3]))}))
-"""
-_READ_FILES = r"""
-import json, os, sys
-d = sys.argv[1]
-out = {}
-for rel in ["trace.jsonl", "verdict.json"] + ["diagnostics/" + n for n in sorted(os.listdir(os.path.join(d, "diagnostics")))
-                                               if os.path.isdir(os.path.join(d, "diagnostics"))]:
-    try:
-        with open(os.path.join(d, rel), encoding="utf-8", errors="replace") as fh:
-            out[rel] = fh.read()
-    except OSError as e:
-        out[rel] = None
-print(json.dumps(out))
-"""
 
 
 def is_supervised(exec_start):
@@ -50,34 +25,10 @@ def is_supervised(exec_start):
     return SUPERVISOR_MARK in (exec_start or "")
 
 
-def read_cmd(unit, starts_dir=start_records.DEFAULT_ROOT, limit=20):
-    q = shlex.quote(systemd_unit.service_name(unit))
-    return "systemctl show --property=%s -- %s; echo '---'; python3 -I -c %s %s %s %d" % (
-        ",".join(_SHOW), q, shlex.quote(_READ_STARTS), shlex.quote(LIB_DIR), shlex.quote(starts_dir), limit)
-
-
-def parse_read(out):
-    """(unit properties, {"current", "starts"}) from read_cmd's output; ValueError."""
-    show, sep, rest = out.partition("---\n")
-    if not sep:
-        raise ValueError("no start records in the answer: %s" % out.strip()[-200:])
-    return systemd_unit.parse_properties(show), json.loads(rest.strip().splitlines()[-1])
-
-
-def files_cmd(start_dir):
-    return "python3 -I -c %s %s" % (shlex.quote(_READ_FILES), shlex.quote(start_dir))
-
-
-def restart_cmd(unit):
-    """One restart, not waited for (a Type=notify start returns only at READY=1)."""
-    q = shlex.quote(systemd_unit.service_name(unit))
-    return "systemctl reset-failed -- %s 2>/dev/null; systemctl restart --no-block -- %s" % (q, q)
-
-
-def unit_gave_up(props):
-    """systemd will not start the unit again by itself: failed, or stopped with no restart pending."""
-    return props.get("ActiveState") == "failed" or (
-        props.get("ActiveState") == "inactive" and props.get("SubState") != "auto-restart")
+def unit_gave_up(state):
+    """systemd will not start the unit again by itself: failed, or stopped with no restart
+    pending. state: the probe's unit_state."""
+    return state.get("active") == "failed" or (state.get("active") == "inactive" and state.get("sub") != "auto-restart")
 
 
 def verdict_words(record):
@@ -117,36 +68,37 @@ def _elapsed_s(record):
 
 class SupervisedRestart:
     """Restart once, then follow the supervisor's starts until one is ready or systemd
-    leaves the unit failed. shell(cmd, timeout_s) -> (rc, out, err); emit(text);
+    leaves the unit failed. port: the restart's host port (read, verb, emit, clock, sleep);
     artifacts: RunArtifacts."""
 
-    def __init__(self, unit, shell, emit, clock, sleep, artifacts, poll_s, start_timeout_s,
-                 starts_dir=start_records.DEFAULT_ROOT):
-        self.unit, self.shell, self.emit, self.clock, self.sleep = unit, shell, emit, clock, sleep
-        self.artifacts, self.poll_s, self.start_timeout_s = artifacts, poll_s, start_timeout_s
-        self.starts_dir = starts_dir
+    def __init__(self, unit, port, artifacts, poll_s, start_timeout_s, starts_dir=start_records.DEFAULT_ROOT):
+        self.unit, self.port, self.artifacts = unit, port, artifacts
+        self.poll_s, self.start_timeout_s, self.starts_dir = poll_s, start_timeout_s, starts_dir
         self.attempts = []
 
     def _read(self):
-        rc, out, err = self.shell(read_cmd(self.unit, self.starts_dir), 60)
-        if rc != 0:
-            raise RuntimeError("reading the unit's start records failed (rc %s): %s" % (rc, (err or out).strip()[-300:]))
-        return parse_read(out)
+        """(the unit's state, {"current", "starts"}) in one probe read."""
+        res = self.port.read(unit_state=True, starts=RECENT_STARTS, starts_dir=self.starts_dir)
+        if res.get("failed") or "unit_state" not in res or "starts" not in res:
+            why = res.get("msg") or (res.get("missing") or {}).get("unit_state") or "no answer"
+            raise RuntimeError("reading the unit's state and start records failed: %s" % why)
+        return res["unit_state"], res["starts"]
 
     def _copy(self, n, record):
         """The start's trace, verdict and diagnostics into attempt-<n>/ of the run."""
-        rc, out, dummy_err = self.shell(files_cmd(record["dir"]), 120)
-        files = json.loads(out) if rc == 0 and out.strip() else {}
-        trace = files.pop("trace.jsonl", None)
+        res = self.port.read(start_files=os.path.basename(record["dir"]), starts_dir=self.starts_dir)
+        files = dict(res.get("start_files") or {})
+        trace = files.pop(start_records.TRACE, None)
         if trace:
             path = self.artifacts.abspath(self.artifacts.trace_relpath(n))
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "w", encoding="utf-8") as fh:
                 fh.write(redact_secrets(trace))
+        prefix = start_records.DIAGNOSTICS + "/"
         for rel, text in files.items():
-            if rel.startswith("diagnostics/") and text is not None:
-                self.artifacts.write_diagnostic(n, rel[len("diagnostics/"):].rsplit(".", 1)[0], text)
-        return self.artifacts.diagnostics_relpath(n) if any(r.startswith("diagnostics/") for r in files) else None
+            if rel.startswith(prefix) and text is not None:
+                self.artifacts.write_diagnostic(n, rel[len(prefix):].rsplit(".", 1)[0], text)
+        return self.artifacts.diagnostics_relpath(n) if any(r.startswith(prefix) for r in files) else None
 
     def _attempt(self, n, record, action):
         return {"n": n, "trace": self.artifacts.trace_relpath(n), "verdict": record.get("verdict"),
@@ -157,16 +109,17 @@ class SupervisedRestart:
                 "decided_by": "supervisor", "action": action}
 
     def run(self):
-        """{"outcome": ready | gave_up | timeout, "attempts": [...], "last": record or None, "props": {}}."""
-        dummy_props, before = self._read()
+        """{"outcome": ready | gave_up | timeout, "attempts": [...], "last": record or None,
+        "unit_state": the probe's unit_state at the end}."""
+        dummy_state, before = self._read()
         known = {s["dir"] for s in before["starts"]}
-        rc, dummy_out, err = self.shell(restart_cmd(self.unit), 120)
+        rc, dummy_out, err = self.port.verb("restart-no-block")
         if rc != 0:
             raise RuntimeError("systemctl restart failed (rc %s): %s" % (rc, (err or "").strip()[-300:]))
-        self.emit("restarted %s; its supervisor watches the start (progress every %.0f s)" % (self.unit, self.poll_s))
-        began, shown, done = self.clock(), {}, []
+        self.port.emit("restarted %s; its supervisor watches the start (progress every %.0f s)" % (self.unit, self.poll_s))
+        began, shown, done = self.port.clock(), {}, []
         while True:
-            props, state = self._read()
+            unit, state = self._read()
             new = [s for s in reversed(state["starts"]) if s["dir"] not in known]   # oldest first
             for record in new:
                 n = [s["dir"] for s in new].index(record["dir"]) + 1
@@ -176,22 +129,22 @@ class SupervisedRestart:
                     done.append(record["dir"])
                     ready = record["verdict"] == "ready"
                     later = len(new) > n
-                    action = "ready" if ready else ("restarted by systemd" if later or not unit_gave_up(props)
+                    action = "ready" if ready else ("restarted by systemd" if later or not unit_gave_up(unit)
                                                     else "handed_over")
                     attempt = self._attempt(n, record, action)
                     attempt["diagnostics"] = self._copy(n, record)
                     self.attempts.append(attempt)
-                    self.emit("start %d: %s" % (n, verdict_words(record)))
+                    self.port.emit("start %d: %s" % (n, verdict_words(record)))
                     if ready:
-                        return {"outcome": "ready", "attempts": self.attempts, "last": record, "props": props}
+                        return {"outcome": "ready", "attempts": self.attempts, "last": record, "unit_state": unit}
                 elif record.get("progress") and shown.get(record["dir"]) != record["progress"]:
                     shown[record["dir"]] = record["progress"]
-                    self.emit("start %d: %s" % (n, record["progress"]))
-            if done and len(done) == len(new) and unit_gave_up(props):
+                    self.port.emit("start %d: %s" % (n, record["progress"]))
+            if done and len(done) == len(new) and unit_gave_up(unit):
                 last = next(s for s in new if s["dir"] == done[-1])
                 self.attempts[-1]["action"] = "handed_over"
-                return {"outcome": "gave_up", "attempts": self.attempts, "last": last, "props": props}
-            if self.clock() - began >= self.start_timeout_s:
+                return {"outcome": "gave_up", "attempts": self.attempts, "last": last, "unit_state": unit}
+            if self.port.clock() - began >= self.start_timeout_s:
                 return {"outcome": "timeout", "attempts": self.attempts, "last": new[-1] if new else None,
-                        "props": props}
-            self.sleep(self.poll_s)
+                        "unit_state": unit}
+            self.port.sleep(self.poll_s)

@@ -1,5 +1,6 @@
 """The systemctl verbs the restart runs on the target: start, stop, kill, daemon-reload
-(and kill -9 of leftover processes), as quoted shell commands, each with the bound of its
+(and kill -9 of leftover processes), and the one restart of a supervised unit, as quoted
+shell commands, each with the bound of its
 remote step. What the restart reads of the host comes from the probe (port.read, port.probe).
 """
 import shlex
@@ -14,6 +15,7 @@ STOP_STEP_MARGIN_S = 30         # the remote step around `systemctl stop`: its o
 CANCEL_RESTART_STOP_S = 30      # the stop that cancels a pending Restart= of systemd
 KILL_STEP_TIMEOUT_S = 60        # systemctl kill --signal=SIGKILL, daemon-reload
 KILL_PIDS_TIMEOUT_S = 30        # kill -9 of leftover processes
+RESTART_STEP_TIMEOUT_S = 120    # the one restart of a supervised unit, not waited for
 
 DAEMON_RELOAD_CMD = "systemctl daemon-reload"
 
@@ -34,13 +36,20 @@ def kill_unit_cmd(unit):
     return "systemctl kill --signal=SIGKILL -- %s" % shlex.quote(service_name(unit))
 
 
+def restart_no_block_cmd(unit):
+    """One restart of a supervised unit, not waited for (a Type=notify start returns only
+    at READY=1); reset-failed first, so a failed unit can start again."""
+    q = shlex.quote(service_name(unit))
+    return "systemctl reset-failed -- %s 2>/dev/null; systemctl restart --no-block -- %s" % (q, q)
+
+
 def kill_pids_cmd(pids):
     return "kill -9 %s" % " ".join(str(int(p)) for p in pids)
 
 
 def verb_command(name, unit, timeout_s=None, pids=()):
     """(shell command, bound of its remote step) of one verb: start, stop (timeout_s),
-    kill, daemon-reload, kill-pids (pids); ValueError for another name."""
+    kill, daemon-reload, kill-pids (pids), restart-no-block; ValueError for another name."""
     if name == "start":
         return start_cmd(unit), START_STEP_TIMEOUT_S
     if name == "stop":
@@ -51,4 +60,6 @@ def verb_command(name, unit, timeout_s=None, pids=()):
         return DAEMON_RELOAD_CMD, KILL_STEP_TIMEOUT_S
     if name == "kill-pids":
         return kill_pids_cmd(pids), KILL_PIDS_TIMEOUT_S
+    if name == "restart-no-block":
+        return restart_no_block_cmd(unit), RESTART_STEP_TIMEOUT_S
     raise ValueError("unknown systemctl verb %r" % name)

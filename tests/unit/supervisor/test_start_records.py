@@ -1,10 +1,9 @@
 """The per-start folders: written by the supervisor, read by status, restart and metrics."""
 import json
-import os
-import subprocess
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils import start_records as sr
 from ansible_collections.sglang_ops.serving.plugins.module_utils import systemd_unit
+from ansible_collections.sglang_ops.serving.plugins.module_utils.probe import ProbeRequest, probe
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import supervised_restart
 
 
@@ -41,21 +40,28 @@ def test_phase_durations_end_at_ready():
     assert sr.time_in_phases(entries, 90.0) == {"starting": 2.0, "weight_load": 60.0, "post_load": 8.0}
 
 
-def test_the_host_reader_the_restart_action_runs_reads_the_records(tmp_path):
-    """read_cmd's Python part, run by a real python3 -I against a real folder."""
-    rec = sr.StartRecord(str(tmp_path / "starts"), 1796000000, 7)
-    rec.update(verdict="stalled", phase="weight_load", reason_code="stall_idle", exit_code=76, ended_at=1796000090)
-    # the folder holding ansible_collections/, in a checkout and in an installed collection alike
-    repo_collections = os.path.abspath(os.path.join(os.path.dirname(sr.__file__), *[".."] * 5))
-    cmd = supervised_restart.read_cmd("sglang-x", str(tmp_path / "starts"))
-    script = cmd.split("echo '---'; ", 1)[1].replace(supervised_restart.LIB_DIR, os.path.abspath(repo_collections))
-    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True).stdout
-    props, state = supervised_restart.parse_read("ActiveState=failed\nSubState=failed\n---\n" + out)
-    assert props["ActiveState"] == "failed" and supervised_restart.unit_gave_up(props)
-    (record,) = state["starts"]
-    assert state["current"] == rec.name and record["exit_code"] == 76
-    line = supervised_restart.start_summary(record)
+def test_the_probe_reads_the_records_and_one_starts_files(tmp_path):
+    """What the restart action asks the probe for on a supervised host."""
+    root = str(tmp_path / "starts")
+    older = sr.StartRecord(root, 1796000000, 7)
+    older.update(verdict="running", phase="weight_load")
+    rec = sr.StartRecord(root, 1796000100, 8)
+    rec.update(verdict="stalled", phase="weight_load", reason_code="stall_idle", exit_code=76, ended_at=1796000190)
+    rec.write_diagnostic("py-spy", "Thread 1 (idle)\n")
+    result = probe(ProbeRequest(observation=False, starts=5, start_files=rec.name, starts_dir=root))
+    newest, killed = result["starts"]["starts"]
+    assert result["starts"]["current"] == rec.name and newest["exit_code"] == 76
+    assert killed["verdict"] == "interrupted"            # left running by a supervisor that is gone
+    files = result["start_files"]
+    assert json.loads(files["verdict.json"])["reason_code"] == "stall_idle"
+    assert files["diagnostics/py-spy.txt"] == "Thread 1 (idle)\n" and files["trace.jsonl"] is None
+    line = supervised_restart.start_summary(newest)
     assert line.startswith(rec.name) and "stalled in weight_load after 1m30s: stall_idle (exit 76)" in line
+
+
+def test_the_probe_names_a_folder_that_is_not_a_start_instead_of_reading_it(tmp_path):
+    result = probe(ProbeRequest(observation=False, start_files="../../etc", starts_dir=str(tmp_path)))
+    assert "start_files" not in result and "not the folder of a start" in result["missing"]["start_files"]
 
 
 def test_a_supervised_unit_is_known_by_its_exec_start_and_its_venv_read_after_the_separator():
@@ -64,5 +70,5 @@ def test_a_supervised_unit_is_known_by_its_exec_start_and_its_venv_read_after_th
     assert supervised_restart.is_supervised(exec_start)
     assert systemd_unit.venv_prefix(exec_start) == "/opt/sglang/venv"
     assert not supervised_restart.is_supervised("{ path=/bin/bash ; argv[]=/bin/bash -c exec ; }")
-    assert not supervised_restart.unit_gave_up({"ActiveState": "activating", "SubState": "auto-restart"})
-    assert json.loads(json.dumps(supervised_restart.restart_cmd("a b"))).endswith("'a b.service'")
+    assert not supervised_restart.unit_gave_up({"active": "activating", "sub": "auto-restart"})
+    assert supervised_restart.unit_gave_up({"active": "failed", "sub": "failed"})
