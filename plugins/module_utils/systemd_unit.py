@@ -8,6 +8,9 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.bounded_run imp
 PROPERTIES = ("ActiveState", "SubState", "MainPID", "NRestarts", "ExecMainStatus", "Result",
               "ControlGroup", "LoadState", "InactiveExitTimestamp", "EnvironmentFiles", "ExecStart")
 _VENV_PYTHON = re.compile(r"(/[^\s;'\"]+?)/bin/python[0-9.]*\b")
+# The unit's supervisor (roles/sglang_service) as named in ExecStart; the server's command
+# follows its `--`.
+SUPERVISOR_MARK = "sglang-supervisor"
 
 
 UNIT_NAME = re.compile(r"^[A-Za-z0-9@_.:\\-]+$")
@@ -55,11 +58,16 @@ class UnitState:
                 "exec_start": self.exec_start, "venv": venv_prefix(self.exec_start)}
 
 
+def is_supervised(exec_start):
+    """Whether a unit's ExecStart (the probe's unit_state.exec_start) runs the supervisor."""
+    return SUPERVISOR_MARK in (exec_start or "")
+
+
 def venv_prefix(exec_start):
     """The venv the unit runs Python from, read off ExecStart (also inside `bash -c '...'`,
     and after the supervisor's `--`, where the server's command begins)."""
     exec_start = exec_start or ""
-    if "sglang-supervisor" in exec_start and " -- " in exec_start:
+    if is_supervised(exec_start) and " -- " in exec_start:
         exec_start = exec_start.split(" -- ", 1)[1]
     m = _VENV_PYTHON.search(exec_start)
     return m.group(1) if m else None

@@ -17,6 +17,7 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.durations impor
 from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings
 from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import FAILURE_CLASSES
 from ansible_collections.sglang_ops.serving.plugins.module_utils.progress_line import progress_line
+from ansible_collections.sglang_ops.serving.plugins.module_utils import systemd_unit
 from ansible_collections.sglang_ops.serving.plugins.module_utils.start_watch import TraceTarget, WatchOptions, watch_start
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import (
     host_checks, host_lock, metrics_step, supervised_restart, systemctl_verbs)
@@ -202,7 +203,7 @@ class RestartProcedure:
                     "unit_state": obs.get("unit"), "missing": result.get("missing", {}),
                     "msg": "%s: %s; %s" % (self.host, a.reason, would)})
         res["verdict"] = a.verdict
-        if supervised_restart.is_supervised(state["exec_start"]):
+        if systemd_unit.is_supervised(state["exec_start"]):
             res["supervised"] = True
             res["recent_starts"] = self._recent_starts()
             res["recent_starts_summary"] = [supervised_restart.start_summary(r) for r in res["recent_starts"]]
@@ -272,7 +273,7 @@ class RestartProcedure:
             self.stage = "prewarm (the old instance still serving)"
             self.record["prewarm"] = self._prewarm(dict(self.args["prewarm"]))
 
-        if supervised_restart.is_supervised(state["exec_start"]):
+        if systemd_unit.is_supervised(state["exec_start"]):
             return self._supervised()
 
         self.outlook = metrics_step.outlook_for(os.path.dirname(self.artifacts.path), self.unit,

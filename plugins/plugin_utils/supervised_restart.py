@@ -15,14 +15,8 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.durations impor
 from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import FAILURE_CLASSES
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import redact_secrets
 
-SUPERVISOR_MARK = "sglang-supervisor"
 RECENT_STARTS = 20      # start records read each poll: more than a run's starts
 _ENDED = ("ready", "stalled", "failed", "stopped", "interrupted")
-
-
-def is_supervised(exec_start):
-    """Whether the unit's ExecStart (the probe's unit_state.exec_start) runs the supervisor."""
-    return SUPERVISOR_MARK in (exec_start or "")
 
 
 def unit_gave_up(state):

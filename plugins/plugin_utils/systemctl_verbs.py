@@ -20,12 +20,16 @@ RESTART_STEP_TIMEOUT_S = 120    # the one restart of a supervised unit, not wait
 DAEMON_RELOAD_CMD = "systemctl daemon-reload"
 
 
+def _after_reset_failed(q, command):
+    """reset-failed first, so a failed unit (or one at its start limit) can start again."""
+    return "systemctl reset-failed -- %s 2>/dev/null; %s" % (q, command)
+
+
 def start_cmd(unit, timeout_s=START_JOB_WAIT_S):
     """Start and wait for the start job, so the first observation never sees the state
-    from before the start; reset-failed first, so a failed unit can start again."""
+    from before the start."""
     q = shlex.quote(service_name(unit))
-    return "systemctl reset-failed -- %s 2>/dev/null; timeout %d systemctl start -- %s" % (
-        q, max(1, int(timeout_s)), q)
+    return _after_reset_failed(q, "timeout %d systemctl start -- %s" % (max(1, int(timeout_s)), q))
 
 
 def stop_cmd(unit, timeout_s):
@@ -38,9 +42,9 @@ def kill_unit_cmd(unit):
 
 def restart_no_block_cmd(unit):
     """One restart of a supervised unit, not waited for (a Type=notify start returns only
-    at READY=1); reset-failed first, so a failed unit can start again."""
+    at READY=1)."""
     q = shlex.quote(service_name(unit))
-    return "systemctl reset-failed -- %s 2>/dev/null; systemctl restart --no-block -- %s" % (q, q)
+    return _after_reset_failed(q, "systemctl restart --no-block -- %s" % q)
 
 
 def kill_pids_cmd(pids):
