@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 # Molecule scenarios run by `make test`, in this order.
-MOLECULE_SCENARIOS ?= default restart
+MOLECULE_SCENARIOS ?= default restart fleet
 
 .PHONY: help venv podman image unit detector alerts lint collection sanity units molecule test demo bench bench-restart bench-supervisor clean
 
