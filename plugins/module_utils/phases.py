@@ -10,6 +10,11 @@ _ORDER = {p: i for i, p in enumerate(PHASES)}
 _FLOATING = "jit_compile"
 
 
+def phase_rank(phase):
+    """Sort key: a start's phases in the order a start goes through them, unknown ones last."""
+    return _ORDER.get(phase, len(PHASES))
+
+
 class PhaseModel:
     def __init__(self):
         self.phase = "starting"

@@ -38,15 +38,19 @@ class StartOutlook:
     @classmethod
     def on_host(cls, unit, textfile_dir, starts_dir=SUPERVISOR_STARTS_DIR, warn=None):
         """The outlook of a host supervisor: history from its starts folder, the metrics
-        file written in textfile_dir (counters read back from the file already there)."""
+        file written in textfile_dir (counters read back from the file already there);
+        with no textfile_dir, the estimate alone and no file."""
+        history = load_history(supervisor_traces(starts_dir), limit=4 * HISTORY_LIMIT)
+        if not textfile_dir:
+            return cls(unit, history, write=lambda n, text: None, previous_text=None, warn=warn)
         name = file_name(unit)
         try:
             with open("%s/%s" % (textfile_dir, name), encoding="utf-8") as fh:
                 previous = fh.read()
         except OSError:
             previous = None
-        return cls(unit, load_history(supervisor_traces(starts_dir), limit=4 * HISTORY_LIMIT),
-                   write=lambda n, text: write_textfile(textfile_dir, n, text), previous_text=previous, warn=warn)
+        return cls(unit, history, write=lambda n, text: write_textfile(textfile_dir, n, text),
+                   previous_text=previous, warn=warn)
 
     def _history_of(self, model):
         same = [r for r in self.history if model is None or r.get("model") in (model, None)]

@@ -16,8 +16,9 @@ probe, detector and watch loop (docs/architecture.md, "Every start watched").
   exits with the failure class's status (failure_classes.py); systemd restarts the unit
   unless that status is in RestartPreventExitStatus=.
 - SIGTERM (systemctl stop): the server is stopped, the start recorded as stopped, exit 0.
-- With metrics_dir set, the start's metrics file (module_utils/start_outlook.py: phase,
-  ETA, restarts, hangs after ready) is rewritten there every poll for node_exporter.
+- Every progress line carries the ETA from the host's earlier starts (module_utils/
+  start_outlook.py); with metrics_dir set, the start's metrics file (phase, ETA,
+  restarts, hangs after ready) is rewritten there every poll for node_exporter.
 """
 import collections
 import json
@@ -202,7 +203,7 @@ class Supervisor:
         self.cpu0 = _cpu_s()
         self.cpu_last = None
         self.cpu_max_poll = 0.0
-        self.outlook = None      # StartOutlook when metrics_dir is set
+        self.outlook = None      # StartOutlook: the ETA, and the metrics file when metrics_dir is set
         self.attempt = 1         # systemd's restarts of the unit so far, plus one
 
     # ------------------------------------------------------------------ output
@@ -395,9 +396,8 @@ class Supervisor:
             restarts = state.to_obs().get("restarts")
         self.record.update(unit=self.s.unit, restarts=restarts)
         self.attempt = (restarts or 0) + 1
-        if self.s.metrics_dir:
-            self.outlook = StartOutlook.on_host(self.s.unit, self.s.metrics_dir, self.s.starts_dir, warn=self.say)
-            self.outlook.begin_attempt(self.attempt)
+        self.outlook = StartOutlook.on_host(self.s.unit, self.s.metrics_dir, self.s.starts_dir, warn=self.say)
+        self.outlook.begin_attempt(self.attempt)
         try:
             key = log_filter.read_key(self.s.api_key_file) if self.s.api_key_file else None
         except (OSError, ValueError) as e:

@@ -13,6 +13,7 @@ import os
 from ansible_collections.sglang_ops.serving.plugins.module_utils import start_records
 from ansible_collections.sglang_ops.serving.plugins.module_utils.durations import fmt_duration
 from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import FAILURE_CLASSES
+from ansible_collections.sglang_ops.serving.plugins.module_utils.phases import phase_rank
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import redact_secrets
 
 RECENT_STARTS = 20      # start records read each poll: more than a run's starts
@@ -37,7 +38,8 @@ def start_summary(record):
     """One line per start for `status`: when, outcome, how long each phase took, why."""
     when = os.path.basename(record.get("dir") or "?")
     verdict = record.get("verdict")
-    phases = ", ".join("%s %s" % (p, fmt_duration(s)) for p, s in (record.get("phase_durations") or {}).items())
+    durations = record.get("phase_durations") or {}
+    phases = ", ".join("%s %s" % (p, fmt_duration(durations[p])) for p in sorted(durations, key=phase_rank))
     if verdict == "ready":
         words = "ready after %s" % fmt_duration(record.get("ready_after_s"))
         if record.get("reason_code") not in (None, "ready"):

@@ -1,6 +1,8 @@
 """Fixtures that run the SGLang stand-in as real processes and look at it from outside.
 
-Every server runs in its own session (process group) on 127.0.0.1, ports 31000-31099;
+Every server runs in its own session (process group) on 127.0.0.1, on a port the kernel
+hands out as free (other test runs on the machine, e.g. ansible-test units beside pytest,
+start servers at the same time);
 teardown SIGKILLs the group and any pid a test registers (a leftover rank), and the
 pytest process is a child subreaper so orphaned ranks are reaped here.
 """
@@ -21,7 +23,6 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 SRC = os.path.join(ROOT, "tests", "standin", "src")
 PY = sys.executable
-PORTS = iter(range(31000, 31100))
 GPUS = 4
 
 sys.path.insert(0, SRC)
@@ -48,14 +49,11 @@ def reap():
 
 
 def free_port():
-    for port in PORTS:
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-                return port
-            except OSError:
-                continue
-    raise RuntimeError("no free port left in 31000-31099")
+    # The kernel picks ephemeral ports in turn, so one it just handed out is not handed
+    # out again before the server binds it a moment later.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def proc_stat(pid):

@@ -59,6 +59,13 @@ def test_the_probe_reads_the_records_and_one_starts_files(tmp_path):
     assert line.startswith(rec.name) and "stalled in weight_load after 1m30s: stall_idle (exit 76)" in line
 
 
+def test_a_starts_phases_are_listed_in_the_order_a_start_goes_through_them():
+    record = {"dir": "/x/20261130T120000Z-1", "verdict": "ready", "ready_after_s": 40,
+              "phase_durations": {"cuda_graph": 6, "distributed_init": 2, "weight_load": 20, "warmup": 2, "starting": 1}}
+    line = supervised_restart.start_summary(record)
+    assert line.endswith("[starting 1s, distributed_init 2s, weight_load 20s, cuda_graph 6s, warmup 2s]"), line
+
+
 def test_the_probe_names_a_folder_that_is_not_a_start_instead_of_reading_it(tmp_path):
     result = probe(ProbeRequest(observation=False, start_files="../../etc", starts_dir=str(tmp_path)))
     assert "start_files" not in result and "not the folder of a start" in result["missing"]["start_files"]
