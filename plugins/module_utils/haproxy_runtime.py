@@ -22,7 +22,7 @@ def parse_address(text):
     """(family, address) of a unix socket path or HOST:PORT."""
     if text.startswith("/") or ":" not in text:
         return socket.AF_UNIX, text
-    host, _, port = text.rpartition(":")
+    host, port = text.rsplit(":", 1)
     family = socket.AF_INET
     if host.startswith("[") and host.endswith("]"):
         host, family = host[1:-1], socket.AF_INET6

@@ -62,7 +62,7 @@ class HAProxy:
         self.tcp_socket = "127.0.0.1:%d" % free_port()
         self.frontend_port = free_port()
         self.backend, self.servers = BACKEND, SERVERS
-        self.replicas = [_Replica() for _ in SERVERS]
+        self.replicas = [_Replica() for name in SERVERS]
         servers = "\n".join("    server %s 127.0.0.1:%d" % (name, r.port) for name, r in zip(SERVERS, self.replicas))
         self.config = os.path.join(directory, "haproxy.cfg")
         with open(self.config, "w") as f:

@@ -1,6 +1,7 @@
 """The HAProxy runtime API logic against a real HAProxy: drain, ready, maint, idempotence,
 check mode, sessions, and one-line errors."""
 import threading
+import time
 import urllib.request
 
 import pytest
@@ -59,10 +60,10 @@ def test_a_drained_server_keeps_its_session_and_reports_it(haproxy):
     request = threading.Thread(target=lambda: answers.append(urllib.request.urlopen(url, timeout=10).status))
     request.start()
     try:
-        for _ in range(100):
-            if haproxy_runtime.server_state(haproxy.admin_socket, "sglang", "gpu-a")["sessions"] == 1:
-                break
-            threading.Event().wait(0.02)
+        deadline = time.monotonic() + 1.5
+        while (haproxy_runtime.server_state(haproxy.admin_socket, "sglang", "gpu-a")["sessions"] != 1
+               and time.monotonic() < deadline):
+            time.sleep(0.02)
         drained = haproxy_runtime.set_server_state(haproxy.admin_socket, "sglang", "gpu-a", "drain")
         assert drained["sessions"] == 1 and drained["status"] == "DRAIN"
     finally:
