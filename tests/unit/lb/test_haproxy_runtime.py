@@ -9,7 +9,7 @@ import pytest
 from ansible_collections.sglang_ops.serving.plugins.module_utils import haproxy_runtime
 from ansible_collections.sglang_ops.serving.plugins.module_utils.haproxy_runtime import RuntimeApiError
 
-from ansible_collections.sglang_ops.serving.tests.unit.lb.conftest import NO_HAPROXY
+from .conftest import NO_HAPROXY
 
 pytestmark = NO_HAPROXY
 
