@@ -143,3 +143,11 @@ def test_a_malformed_load_balancer_description_fails_before_anything(tmp_path):
     run = run_tasks(tmp_path, "lb_drain.yml", {"sglang_lb": {"type": "nginx"}, "sglang_service_port": 9})
     assert run.returncode == 2
     assert "sglang_lb must be {type: haproxy, socket: PATH or HOST:PORT, backend: NAME" in run.stdout
+
+
+def test_an_unknown_server_fails_the_drain_with_the_modules_one_line(tmp_path, haproxy):
+    lb = dict(haproxy_lb(haproxy), server="gpu-z")
+    run = run_tasks(tmp_path, "lb_drain.yml", {"sglang_lb": lb, "sglang_service_port": 9})
+    assert run.returncode == 2
+    assert "Module failed: HAProxy backend 'sglang' has no server 'gpu-z' (it has: gpu-a, gpu-b)\n" in run.stdout
+    assert haproxy.status("gpu-a") == "no check" and haproxy.status("gpu-b") == "no check"
