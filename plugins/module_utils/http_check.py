@@ -37,13 +37,22 @@ def get_health(base_url, timeout_s=3.0):
         return TIMEOUT if _is_timeout(e) else None
 
 
-def get_text(base_url, path, timeout_s=3.0):
-    """The body of GET path as text, or None (no answer, an error status, a timeout)."""
+def get_page(base_url, path, timeout_s=3.0):
+    """(status, body text) of GET path: status an int (body None unless 200), None when
+    nothing answers (refused/reset), "timeout"."""
     try:
         with open_url(base_url.rstrip("/") + path, timeout=timeout_s) as r:
-            return r.read(4 * 2**20).decode("utf-8", "replace") if r.status == 200 else None
-    except (urllib.error.URLError, OSError, ValueError):
-        return None
+            body = r.read(4 * 2**20).decode("utf-8", "replace") if r.status == 200 else None
+            return r.status, body
+    except urllib.error.HTTPError as e:
+        return e.code, None
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        return (TIMEOUT if _is_timeout(e) else None), None
+
+
+def get_text(base_url, path, timeout_s=3.0):
+    """The body of GET path as text, or None (no answer, an error status, a timeout)."""
+    return get_page(base_url, path, timeout_s)[1]
 
 
 def post_completion(base_url, model, api_key=None, timeout_s=10.0, prompt="Hello"):

@@ -1,7 +1,8 @@
 """What is read of the host, in one place: one observation of an SGLang service (a
 systemd unit, or a bare PID on hosts without systemd) in the sglang-trace/1 shape with
 epoch `ts`; on request, the unit's state, the GPU holders with their cgroup membership
-and the processes left in the unit (what the restart checks around a stop). Each reader
+and the processes left in the unit (what the restart checks around a stop), and the
+requests the server is running (what a drain waits for). Each reader
 is asked in turn; whatever cannot be read is left out and named in `missing` with the
 reason. Never raises for a reader's failure: a probe that fails would blind the watcher."""
 import os
@@ -10,7 +11,8 @@ import time
 from dataclasses import dataclass
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils import (
-    api_key_config, cgroup, diagnostics, gpu_holders, http_check, journal_reader, logfile_reader, nvidia_smi, procfs, pyspy, sglang_dialect,
+    api_key_config, cgroup, diagnostics, gpu_holders, http_check, journal_reader, logfile_reader, nvidia_smi, procfs,
+    prometheus_text, pyspy, sglang_dialect,
     start_records, systemd_unit)
 
 
@@ -44,6 +46,7 @@ class ProbeRequest:
     starts: int = 0                # its last N start records, 0 for none
     start_files: object = None     # one start's folder name: its trace, verdict and diagnostics
     starts_dir: str = start_records.DEFAULT_ROOT
+    running_requests: bool = False  # requests running and queued, from the server's /metrics
 
 
 def _cpu_s():
@@ -132,6 +135,30 @@ def _read_http(req, missing):
     return {"health": health, "completion": completion}
 
 
+def read_running_requests(base_url, timeout_s):
+    """({"running": N, "queued": M}, None) from SGLang's /metrics (each summed over its label
+    sets), or (None, reason) when metrics are off or the server does not answer."""
+    if not base_url:
+        return None, "no base_url or port given"
+    url = base_url.rstrip("/") + "/metrics"
+    status, text = http_check.get_page(base_url, "/metrics", timeout_s)
+    if status == 404:
+        return None, "%s answered 404: metrics are off (the server runs without --enable-metrics)" % url
+    if status is None:
+        return None, "nothing answers at %s" % url
+    if status == http_check.TIMEOUT:
+        return None, "%s did not answer within %s s" % (url, timeout_s)
+    if status != 200:
+        return None, "%s answered %s" % (url, status)
+    counts = {}
+    for key, metric in (("running", "sglang:num_running_reqs"), ("queued", "sglang:num_queue_reqs")):
+        value = prometheus_text.sample_sum(text, metric)
+        if value is None:
+            return None, "%s has no %s" % (url, metric)
+        counts[key] = int(value)
+    return counts, None
+
+
 def _observe(req, missing):
     """(observation, cursor, the nvidia-smi snapshot it read)."""
     obs = {"ts": round(time.time(), 3)}
@@ -172,7 +199,7 @@ def _observe(req, missing):
 def probe(req):
     """-> {"observation", "cursor", "missing", "cost": {"cpu_s", "wall_s"}}, and
     "unit_state", "gpu_holders", "unit_processes", "diagnostics" when asked for (unit mode only),
-    "starts" and "start_files" when asked for."""
+    "starts", "start_files" and "running_requests" (null with the reason in missing) when asked for."""
     wall0, cpu0 = time.monotonic(), _cpu_s()
     result = {"cursor": req.cursor, "missing": {}}
     missing = result["missing"]
@@ -200,5 +227,9 @@ def probe(req):
             result["start_files"] = start_records.read_files(req.starts_dir, req.start_files)
         except ValueError as e:
             missing["start_files"] = str(e)
+    if req.running_requests:
+        result["running_requests"], why = read_running_requests(req.base_url, req.http_timeout_s)
+        if why:
+            missing["running_requests"] = why
     result["cost"] = {"cpu_s": round(_cpu_s() - cpu0, 4), "wall_s": round(time.monotonic() - wall0, 4)}
     return result

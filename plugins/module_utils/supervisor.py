@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass, field, fields
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils import (
-    bounded_run, http_check, log_filter, nvidia_smi, procfs, pyspy, sd_notify, sglang_dialect, start_records, systemd_unit)
+    bounded_run, http_check, log_filter, nvidia_smi, procfs, prometheus_text, pyspy, sd_notify, sglang_dialect, start_records, systemd_unit)
 from ansible_collections.sglang_ops.serving.plugins.module_utils.api_key_config import read_api_key
 from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Detector
 from ansible_collections.sglang_ops.serving.plugins.module_utils.durations import fmt_duration
@@ -440,15 +440,7 @@ class Supervisor:
 def _generated_tokens(base_url):
     """sglang:generation_tokens_total from /metrics, or None."""
     text = http_check.get_text(base_url, "/metrics", 5.0)
-    if not text:
-        return None
-    for line in text.splitlines():
-        if line.startswith("sglang:generation_tokens_total"):
-            try:
-                return float(line.rsplit(" ", 1)[1])
-            except (IndexError, ValueError):
-                return None
-    return None
+    return prometheus_text.sample_sum(text, "sglang:generation_tokens_total") if text else None
 
 
 def _cpu_s():

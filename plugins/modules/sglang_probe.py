@@ -30,7 +30,9 @@ description:
     unit's cgroup (RV(gpu_holders)), every process in the unit's cgroup
     (RV(unit_processes)), and the diagnostics bundle of a failed start (RV(diagnostics));
     and the unit supervisor's start records (RV(starts)) and one start's files
-    (RV(start_files)); I(observation=false) skips the observation for such a read.
+    (RV(start_files)), and the requests the server is running and queueing from its
+    C(/metrics) (RV(running_requests), what a load balancer drain waits for);
+    I(observation=false) skips the observation for such a read.
   - Only reads; check mode is supported and changes nothing either way.
 version_added: "0.1.0"
 options:
@@ -158,6 +160,13 @@ options:
     description: The unit supervisor's per-start folders (roles/sglang_service, C(sglang_service_starts_dir)).
     type: path
     default: /var/lib/sglang-ops/starts
+  running_requests:
+    description:
+      - Also return RV(running_requests), read from the server's C(/metrics) at I(base_url) (or I(host) and
+        I(port)), which SGLang serves without the API key when it runs with C(--enable-metrics).
+      - Limited by I(http_timeout_s).
+    type: bool
+    default: false
 notes:
   - Needs read access to C(/proc/PID/io) of the service's processes (root, or the
     service's user); without it storage bytes are left out.
@@ -189,6 +198,15 @@ EXAMPLES = r"""
     observation: false
     unit_state: true
     holders: true
+
+- name: After a load balancer drain, what the server is still working on
+  sglang_ops.serving.sglang_probe:
+    unit: sglang-k26-ddtree
+    port: 30001
+    observation: false
+    running_requests: true
+  register: busy
+  # busy.running_requests: {running: 2, queued: 0}, or null with busy.missing.running_requests
 
 - name: A bare process on a host without systemd
   sglang_ops.serving.sglang_probe:
@@ -276,6 +294,15 @@ start_files:
   returned: when I(start_files) is set and names a start's folder (else named in RV(missing))
   type: dict
   sample: {trace.jsonl: "...", verdict.json: "...", diagnostics/py-spy.txt: "..."}
+running_requests:
+  description:
+    - C(running) is C(sglang:num_running_reqs), C(queued) C(sglang:num_queue_reqs), each summed over its label
+      sets, from the server's C(/metrics).
+    - Null when C(/metrics) answers 404 (the server runs without C(--enable-metrics)), when nothing answers,
+      or when it times out; RV(missing) then says which.
+  returned: when I(running_requests) is true
+  type: dict
+  sample: {running: 2, queued: 0}
 cost:
   description: This call's own cost on the target, C(cpu_s) (including its child commands) and C(wall_s).
   returned: always
@@ -317,6 +344,7 @@ ARGUMENT_SPEC = dict(
     starts=dict(type="int", default=0),
     start_files=dict(type="str"),
     starts_dir=dict(type="path", default="/var/lib/sglang-ops/starts"),
+    running_requests=dict(type="bool", default=False),
 )
 UNIT_READS = ("unit_state", "holders", "unit_processes", "diagnostics")
 
@@ -341,7 +369,8 @@ def request_from_params(p):
         command_timeout_s=p["command_timeout_s"], pyspy_timeout_s=p["pyspy_timeout_s"],
         max_log_records=p["max_log_records"], observation=p["observation"],
         unit_state=p["unit_state"], holders=p["holders"], unit_processes=p["unit_processes"],
-        diagnostics=p["diagnostics"], starts=p["starts"], start_files=p["start_files"], starts_dir=p["starts_dir"])
+        diagnostics=p["diagnostics"], starts=p["starts"], start_files=p["start_files"], starts_dir=p["starts_dir"],
+        running_requests=p["running_requests"])
 
 
 def main():

@@ -94,3 +94,19 @@ def test_restart_action_argument_names_and_py_spy_beside_the_interpreter(target)
     assert obs["http"] == {"health": None, "completion": None}
     assert obs["stacks"][0]["pid"] == p.pid and obs["stacks"][0]["rank"] == "TP0"
     assert obs["stacks"][0]["frames"][-1] == "<module>"
+
+
+def test_running_requests_read_alone_through_the_module(target):
+    from ansible_collections.sglang_ops.serving.tests.unit.probe.test_running_requests import _Metrics
+    p, log = target
+    server = _Metrics()
+    try:
+        port = int(server.url.rsplit(":", 1)[1])
+        res, raw = run_module({"pid": p.pid, "port": port, "observation": False, "running_requests": True})
+        assert res.get("failed") is not True, raw
+        assert res["running_requests"] == {"running": 5, "queued": 1} and "observation" not in res
+        server.status = 404
+        res, raw = run_module({"pid": p.pid, "port": port, "observation": False, "running_requests": True})
+        assert res["running_requests"] is None and "metrics are off" in res["missing"]["running_requests"]
+    finally:
+        server.close()

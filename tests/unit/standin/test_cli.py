@@ -110,7 +110,11 @@ def test_settings_env_wins_over_config_file(tmp_path):
     s = settings_mod.load({"SGLANG_STANDIN_CONFIG": str(cfg), "SGLANG_STANDIN_WEIGHT_LOAD_S": "2.5",
                            "SGLANG_HEALTH_CHECK_TIMEOUT": "7"})
     assert s.weight_load_s == 2.5 and s.log_family == "0.5.16" and s.drop_page_cache is False
-    assert s.health_check_timeout_s == 7.0
+    assert s.health_check_timeout_s == 7.0 and s.decode_s_per_token == 0.0
+    cfg.write_text(json.dumps({"decode_s_per_token": 0.5}))
+    assert settings_mod.load({"SGLANG_STANDIN_CONFIG": str(cfg)}).decode_s_per_token == 0.5
+    assert settings_mod.load({"SGLANG_STANDIN_CONFIG": str(cfg),
+                              "SGLANG_STANDIN_DECODE_S_PER_TOKEN": "0.25"}).decode_s_per_token == 0.25
     cfg.write_text(json.dumps({"weight_load_sec": 1}))
     with pytest.raises(ValueError, match="unknown"):
         settings_mod.load({"SGLANG_STANDIN_CONFIG": str(cfg)})

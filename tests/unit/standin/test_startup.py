@@ -3,6 +3,7 @@ import json
 import os
 import re
 import signal
+import threading
 import time
 
 from .conftest import (alive, cmdline, comm, query_apps, query_gpus, read_bytes, wait_until)
@@ -229,3 +230,31 @@ def test_sigstopped_server_is_a_true_hang(launch):
     assert all(g["util_pct"] == 0 for g in after)
     assert sorted(a["pid"] for a in query_apps(s.env)) == sorted(s.ranks().values())
     assert cpu == {p: open(f"/proc/{p}/stat").read().split(") ")[1].split()[11:13] for p in pids}
+
+
+def _running_and_queued(metrics):
+    values = {}
+    for name in ("num_running_reqs", "num_queue_reqs"):
+        m = re.search(rf'^sglang:{name}\{{[^}}]*\}} (\S+)$', metrics, re.M)
+        values[name] = float(m.group(1))
+    return values["num_running_reqs"], values["num_queue_reqs"]
+
+
+def test_metrics_count_the_completions_in_flight_while_they_decode(launch):
+    s = launch("--enable-metrics", env={"SGLANG_STANDIN_DECODE_S_PER_TOKEN": "0.2"})
+    s.wait_ready()
+    assert _running_and_queued(s.http("/metrics")[1].decode()) == (0.0, 0.0)
+    answers = []
+    req = {"model": "default", "prompt": "slow", "max_tokens": 10}   # 2 s each
+    threads = [threading.Thread(target=lambda: answers.append(s.http("/v1/completions", "POST", req, timeout=10)))
+               for _ in range(3)]
+    started = time.monotonic()
+    for t in threads:
+        t.start()
+    wait_until(lambda: _running_and_queued(s.http("/metrics")[1].decode())[0] == 3.0, timeout=1.5,
+               what="3 completions in flight")
+    for t in threads:
+        t.join()
+    assert time.monotonic() - started >= 2.0
+    assert [status for status, _ in answers] == [200, 200, 200]
+    assert _running_and_queued(s.http("/metrics")[1].decode()) == (0.0, 0.0)

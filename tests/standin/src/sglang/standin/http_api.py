@@ -1,9 +1,10 @@
 """HTTP API of the SGLang stand-in (stdlib http.server, one thread per request).
 
 Answers like SGLang 0.5.23 once uvicorn would be up: health endpoints 503 until
-ready, model/server info at once, deterministic completions, `--api-key` checked on
-every path except those starting with /health, /ready and /metrics, uvicorn-style
-access lines in the log.
+ready, model/server info at once, deterministic completions (each taking max_tokens *
+`decode_s_per_token` seconds), `--api-key` checked on every path except those starting
+with /health, /ready and /metrics, uvicorn-style access lines in the log. /metrics counts
+the completions in flight as `sglang:num_running_reqs`.
 """
 import hashlib
 import json
@@ -24,19 +25,22 @@ WORDS = ("the", "model", "server", "is", "ready", "to", "serve", "tokens", "quic
 
 
 class ServerState:
-    def __init__(self, args, model_info, server_args_dict, rank_command, health_timeout_s, dummy=False):
+    def __init__(self, args, model_info, server_args_dict, rank_command, health_timeout_s, dummy=False,
+                 decode_s_per_token=0.0):
         self.args = args
         self.model_info = model_info
         self.server_args = server_args_dict
         self.rank_command = rank_command
         self.health_timeout_s = health_timeout_s
         self.dummy = dummy
+        self.decode_s_per_token = decode_s_per_token
         self.ready = threading.Event()
         self.hung = threading.Event()
         self.never = threading.Event()
         self.startup_time = {}
         self.lock = threading.Lock()
         self.counters = {"num_requests_total": 0, "prompt_tokens_total": 0, "generation_tokens_total": 0}
+        self.running = 0   # completions between their request and their answer
 
     @property
     def model_name(self):
@@ -139,6 +143,16 @@ class Handler(BaseHTTPRequestHandler):
         body = self._body()
         if body is None:
             return self._send(400, {"object": "error", "message": "invalid JSON body", "code": 400})
+        with st.lock:
+            st.running += 1
+        try:
+            return self._complete(path, body)
+        finally:
+            with st.lock:
+                st.running -= 1
+
+    def _complete(self, path, body):
+        st = self.state
         if st.hung.is_set():
             st.never.wait()
         if path == "/generate":
@@ -157,6 +171,8 @@ class Handler(BaseHTTPRequestHandler):
         n_prompt = prompt_tokens(prompt)
         st.rank_command({"cmd": "prefill", "tokens": n_prompt})
         text = completion_text(prompt, max_tokens)
+        if st.decode_s_per_token > 0:
+            time.sleep(max_tokens * st.decode_s_per_token)
         with st.lock:
             st.counters["num_requests_total"] += 1
             st.counters["prompt_tokens_total"] += n_prompt
@@ -194,7 +210,8 @@ class Handler(BaseHTTPRequestHandler):
 
         with st.lock:
             c = dict(st.counters)
-        metric("num_running_reqs", "gauge", "The number of running requests.", [({}, 0)])
+            running = st.running
+        metric("num_running_reqs", "gauge", "The number of running requests.", [({}, running)])
         metric("num_queue_reqs", "gauge", "The number of requests in the waiting queue.", [({}, 0)])
         metric("gen_throughput", "gauge", "The generation throughput (token/s).", [({}, 0)])
         metric("num_requests_total", "counter", "Number of requests processed.", [({}, c["num_requests_total"])])

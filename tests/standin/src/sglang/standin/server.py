@@ -274,7 +274,8 @@ class Main:
         server_args = {k: v for k, v in vars(args).items() if k != "api_key"}
         self.state = ServerState(args, model_info, server_args,
                                  lambda cmd: self.rank_command(cmd, rank=0 if cmd.get("cmd") == "prefill" else None),
-                                 self.s.health_check_timeout_s, dummy=dummy)
+                                 self.s.health_check_timeout_s, dummy=dummy,
+                                 decode_s_per_token=self.s.decode_s_per_token)
         if not dummy:
             logs.uvicorn(f"Started server process [{os.getpid()}]")
             logs.uvicorn("Waiting for application startup.")

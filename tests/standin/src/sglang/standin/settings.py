@@ -54,6 +54,8 @@ class Settings:
     spin_duty: float = 1.0
     jit_compilers: int = 2
     health_check_timeout_s: float = 20.0
+    # Each completion takes max_tokens * this before it answers (requests in flight for a while)
+    decode_s_per_token: float = 0.0
 
     def phase_s(self, key):
         return getattr(self, key) * self.time_scale
