@@ -25,7 +25,47 @@ import subprocess
 from ansible.module_utils.common.text.converters import to_bytes, to_native
 from ansible_collections.containers.podman.plugins.connection import podman as upstream
 
-DOCUMENTATION = upstream.DOCUMENTATION
+DOCUMENTATION = """
+    name: podman
+    short_description: Run tasks in a podman container, pipelined, through nsenter
+    description:
+        - The test hosts' connection in sglang-ops' Molecule scenarios (see the top of this file).
+        - Takes the options of containers.podman.podman under the same names.
+    options:
+      remote_addr:
+        description: Name or ID of the container.
+        default: inventory_hostname
+        vars:
+          - name: ansible_host
+          - name: inventory_hostname
+          - name: ansible_podman_host
+      remote_user:
+        description: User in the container; set, commands go through C(podman exec --user).
+        ini:
+          - section: defaults
+            key: remote_user
+        env:
+          - name: ANSIBLE_REMOTE_USER
+        vars:
+          - name: ansible_user
+      podman_extra_args:
+        description: Extra arguments for every podman command.
+        default: ''
+        ini:
+          - section: defaults
+            key: podman_extra_args
+        vars:
+          - name: ansible_podman_extra_args
+        env:
+          - name: ANSIBLE_PODMAN_EXTRA_ARGS
+      podman_executable:
+        description: The podman command.
+        default: podman
+        vars:
+          - name: ansible_podman_executable
+        env:
+          - name: ANSIBLE_PODMAN_EXECUTABLE
+"""
 
 # What `podman exec` gives a command in these containers, instead of the controller's.
 CLEAN_ENVIRONMENT = (
