@@ -18,6 +18,7 @@ import urllib.request
 from sglang.srt import server_args as server_args_mod
 from sglang.standin import faults as faults_mod
 from sglang.standin import logs
+from sglang.standin import release
 from sglang.standin import settings as settings_mod
 from sglang.standin.http_api import ServerState, make_server
 from sglang.standin.procs import burn, sleep_forever, spawn
@@ -372,6 +373,7 @@ class Main:
 
 def run(argv, prog="launch_server.py"):
     args = server_args_mod.parse_args(argv, prog)
+    release.load_kernels()
     try:
         settings = settings_mod.load()
         text, _origin = faults_mod.read_source(settings)
