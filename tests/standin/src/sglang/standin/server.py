@@ -215,7 +215,7 @@ class Main:
             rdv.join()
         except RendezvousError as e:
             self.fail(f"Scheduler hit an exception: Traceback (most recent call last):\n"
-                      '  File "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/distributed/bootstrap.py", '
+                      '  File "/opt/sglang/venvs/0.5.23/lib/python3.11/site-packages/sglang/srt/distributed/bootstrap.py", '
                       "line 321, in _init_parallel_groups\n"
                       "    init_distributed_environment(\n"
                       f"{e.args[0]}")
@@ -228,7 +228,7 @@ class Main:
         time.sleep(self.s.phase_s("node_lost_s"))
         rank = self.first_rank
         logs.log("Scheduler hit an exception: Traceback (most recent call last):\n"
-                 '  File "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/managers/scheduler.py", '
+                 '  File "/opt/sglang/venvs/0.5.23/lib/python3.11/site-packages/sglang/srt/managers/scheduler.py", '
                  "line 3104, in run_scheduler_process\n"
                  "    scheduler.event_loop_overlap()\n"
                  f"torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:3690, remote process "
