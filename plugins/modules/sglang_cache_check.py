@@ -40,7 +40,7 @@ EXAMPLES = r"""
     owner: sglang
     dirs:
       SGLANG_CACHE_DIR: /var/cache/sglang
-      SGLANG_DG_CACHE_DIR: /var/cache/sglang/deep_gemm
+      SGLANG_DG_CACHE_DIR: /var/cache/sglang/0.5.23/deep_gemm
 """
 
 RETURN = r"""

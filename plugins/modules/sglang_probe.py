@@ -97,7 +97,7 @@ options:
     description:
       - The service virtualenv's bin folder, where py-spy is looked for before PATH.
       - Without it, the folder of the main process's interpreter (its command line's first
-        word, e.g. C(/opt/sglang/venv/bin/python)) is tried, then PATH.
+        word, e.g. C(/opt/sglang/venvs/0.5.23/bin/python)) is tried, then PATH.
     type: path
   nvidia_smi:
     description: nvidia-smi executable (name on PATH or a path).
@@ -190,7 +190,7 @@ EXAMPLES = r"""
     unit: sglang-k26-ddtree
     cursor: "{{ probe.cursor }}"
     stacks: true
-    venv_bin: /opt/sglang/venv/bin
+    venv_bin: /opt/sglang/venvs/0.5.23/bin
 
 - name: Before a restart, what holds the GPUs and whether it belongs to the unit
   sglang_ops.serving.sglang_probe:
@@ -249,8 +249,8 @@ unit_state:
   returned: when I(unit_state) is true and systemctl answered (else named in RV(missing))
   type: dict
   sample: {installed: true, load_state: loaded, active: active, sub: running, main_pid: 1986, result: success,
-           exec_start: "{ path=/opt/sglang/venv/bin/python ; argv[]=/opt/sglang/venv/bin/python -m sglang.launch_server ; }",
-           venv: /opt/sglang/venv}
+           exec_start: "{ path=/opt/sglang/venvs/0.5.23/bin/python ; argv[]=/opt/sglang/venvs/0.5.23/bin/python -m sglang.launch_server ; }",
+           venv: /opt/sglang/venvs/0.5.23}
 gpu_holders:
   description:
     - Every process holding GPU memory, with C(in_unit) true when its C(/proc/PID/cgroup) names
@@ -263,13 +263,13 @@ gpu_holders:
     error: ""
     gpus: [{index: 0, uuid: GPU-5f1c, mem_used_mib: 9007, mem_total_mib: 143771}]
     holders: [{pid: 1986, gpu_uuid: GPU-5f1c, mem_mib: 8998, in_unit: true,
-               cmdline: "/opt/sglang/venv/bin/python -m sglang.launch_server"}]
+               cmdline: "/opt/sglang/venvs/0.5.23/bin/python -m sglang.launch_server"}]
 unit_processes:
   description: Every process whose cgroup is the unit's (also left over after a stop), with its state letter.
   returned: when I(unit_processes) is true
   type: list
   elements: dict
-  sample: [{pid: 1986, state: S, cmdline: "/opt/sglang/venv/bin/python -m sglang.launch_server"}]
+  sample: [{pid: 1986, state: S, cmdline: "/opt/sglang/venvs/0.5.23/bin/python -m sglang.launch_server"}]
 diagnostics:
   description:
     - "The diagnostics bundle, name -> text, secrets redacted: C(unit-status) (C(systemctl status) and

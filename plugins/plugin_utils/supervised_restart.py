@@ -136,7 +136,9 @@ class SupervisedRestart:
                 elif record.get("progress") and shown.get(record["dir"]) != record["progress"]:
                     shown[record["dir"]] = record["progress"]
                     self.port.emit("start %d: %s" % (n, record["progress"]))
-            if done and len(done) == len(new) and unit_gave_up(unit):
+            # Every start still in the read window has ended (older ones, beyond RECENT_STARTS
+            # or pruned by the supervisor, were counted when they ended).
+            if done and all(s["dir"] in done for s in new) and unit_gave_up(unit):
                 last = next(s for s in new if s["dir"] == done[-1])
                 self.attempts[-1]["action"] = "handed_over"
                 return {"outcome": "gave_up", "attempts": self.attempts, "last": last, "unit_state": unit}

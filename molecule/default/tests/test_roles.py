@@ -27,7 +27,7 @@ def test_unit_is_active_and_enabled(host):
 
 @pytest.mark.parametrize("line", [
     "KillMode=control-group", "SyslogIdentifier=sglang-k26-ddtree", "Environment=PYTHONUNBUFFERED=1",
-    'Environment="SGLANG_DG_CACHE_DIR=/var/cache/sglang/deep_gemm"', "CPUAccounting=yes", "IOAccounting=yes",
+    'Environment="SGLANG_DG_CACHE_DIR=/var/cache/sglang/0.5.23/deep_gemm"', "CPUAccounting=yes", "IOAccounting=yes",
     "MemoryAccounting=yes", "DevicePolicy=closed", "ProtectSystem=strict", f"    --config {CONFIG_PATH} \\",
     "    --tp-size 8 \\", "    --speculative-algorithm DFLASH \\", "    --tool-call-parser kimi_k2 \\",
 ])
@@ -108,14 +108,14 @@ def test_completion_without_the_api_key_is_refused(host):
 
 
 def test_caches_belong_to_the_service_user(host):
-    for path in ("/var/cache/sglang/sglang", "/var/cache/sglang/deep_gemm", "/var/cache/sglang/triton",
-                 "/var/cache/sglang/inductor", "/var/cache/sglang/flashinfer"):
+    for path in ("/var/cache/sglang/0.5.23/sglang", "/var/cache/sglang/0.5.23/deep_gemm", "/var/cache/sglang/0.5.23/triton",
+                 "/var/cache/sglang/0.5.23/inductor", "/var/cache/sglang/0.5.23/flashinfer"):
         assert host.file(path).is_directory and host.file(path).user == "sglang", path
 
 
 def test_venv_code_is_not_writable_by_the_service_user(host):
-    assert host.file("/opt/sglang/venv").user == "root"
-    assert host.run("runuser -u sglang -- test -w /opt/sglang/venv/bin").rc != 0
+    assert host.file("/opt/sglang/venvs/0.5.23").user == "root"
+    assert host.run("runuser -u sglang -- test -w /opt/sglang/venvs/0.5.23/bin").rc != 0
 
 
 def test_cuda_toolkit_wheels_give_a_working_nvcc(host):

@@ -48,7 +48,7 @@ def test_the_bundle_has_each_part_bounded_and_redacted(tmp_path, script_dir, chi
         """)
     assert p.stdout.readline() == b"up\n"
     proc_root = tmp_path / "proc"
-    _proc(proc_root, p.pid, "/opt/sglang/venv/bin/python -m sglang.launch_server")
+    _proc(proc_root, p.pid, "/opt/sglang/venvs/0.5.23/bin/python -m sglang.launch_server")
     _proc(proc_root, 4242, "/usr/bin/dd if=/dev/zero", state="D")
 
     bundle = diagnostics.collect("sglang-k26-ddtree", 1764450000.9, os.path.dirname(sys.executable), str(proc_root))
@@ -64,10 +64,10 @@ def test_the_bundle_has_each_part_bounded_and_redacted(tmp_path, script_dir, chi
     assert "NVIDIA-SMI 550.54" in bundle["nvidia-smi"] and "4242, GPU-aaa, 8000" in bundle["nvidia-smi"]
     assert "30001" in bundle["ports"]
     assert bundle["processes"].splitlines()[1:] == [line for dummy_pid, line in sorted([
-        (p.pid, "%d\tS\t/opt/sglang/venv/bin/python -m sglang.launch_server" % p.pid),
+        (p.pid, "%d\tS\t/opt/sglang/venvs/0.5.23/bin/python -m sglang.launch_server" % p.pid),
         (4242, "4242\tD\t/usr/bin/dd if=/dev/zero")])]
     dump = bundle["py-spy-pid%d" % p.pid]
-    assert dump.startswith("PYSPY %d /opt/sglang/venv/bin/python" % p.pid) and "<module>" in dump
+    assert dump.startswith("PYSPY %d /opt/sglang/venvs/0.5.23/bin/python" % p.pid) and "<module>" in dump
 
 
 def test_missing_commands_and_an_empty_unit_are_named_not_fatal(tmp_path, monkeypatch):
@@ -83,5 +83,5 @@ def test_missing_commands_and_an_empty_unit_are_named_not_fatal(tmp_path, monkey
 
 def test_ranks_are_labelled_by_their_tp_rank():
     assert diagnostics.pyspy_label(11, "sglang::scheduler_TP3") == "rank3"
-    assert diagnostics.pyspy_label(10, "/opt/sglang/venv/bin/python -m sglang.launch_server") == "pid10"
+    assert diagnostics.pyspy_label(10, "/opt/sglang/venvs/0.5.23/bin/python -m sglang.launch_server") == "pid10"
     assert diagnostics.pyspy_label(12, "sglang::detokenizer") == "pid12"

@@ -63,27 +63,27 @@ def test_gpu_holders_after_a_hung_query_name_the_hang(script_dir):
 
 def test_unit_processes_are_those_of_its_cgroup_with_their_state(tmp_path):
     _proc(tmp_path, 77, "sglang::scheduler_TP0", IN_UNIT_V1, state="T")
-    _proc(tmp_path, 78, "/opt/sglang/venv/bin/python -m sglang.launch_server",
+    _proc(tmp_path, 78, "/opt/sglang/venvs/0.5.23/bin/python -m sglang.launch_server",
           "0::/system.slice/sglang-k26-ddtree.service/payload\n", state="Z")
     _proc(tmp_path, 79, "/usr/sbin/sshd", "0::/system.slice/ssh.service\n")
     assert cgroup.unit_processes(SERVICE, str(tmp_path)) == [
         {"pid": 77, "state": "T", "cmdline": "sglang::scheduler_TP0"},
-        {"pid": 78, "state": "Z", "cmdline": "/opt/sglang/venv/bin/python -m sglang.launch_server"}]
+        {"pid": 78, "state": "Z", "cmdline": "/opt/sglang/venvs/0.5.23/bin/python -m sglang.launch_server"}]
 
 
 def test_unit_state_for_the_restart_carries_exec_start_and_the_venv():
     text = data("systemctl-show-running.txt") + (
-        "ExecStart={ path=/opt/sglang/venv/bin/python ; argv[]=/opt/sglang/venv/bin/python -m sglang.launch_server ; }\n")
+        "ExecStart={ path=/opt/sglang/venvs/0.5.23/bin/python ; argv[]=/opt/sglang/venvs/0.5.23/bin/python -m sglang.launch_server ; }\n")
     state = systemd_unit.parse_show(text).to_result()
     assert state["installed"] is True and (state["active"], state["sub"]) == ("active", "running")
-    assert state["venv"] == "/opt/sglang/venv" and state["exec_start"].startswith("{ path=/opt/sglang/venv")
+    assert state["venv"] == "/opt/sglang/venvs/0.5.23" and state["exec_start"].startswith("{ path=/opt/sglang/venvs/0.5.23")
     missing = systemd_unit.parse_show("LoadState=not-found\nActiveState=inactive\nSubState=dead\n").to_result()
     assert missing["installed"] is False and missing["venv"] is None
 
 
 @pytest.mark.parametrize("exec_start,venv", [
-    ("{ path=/opt/sglang/venv/bin/python ; argv[]=/opt/sglang/venv/bin/python -m sglang.launch_server ; }",
-     "/opt/sglang/venv"),
+    ("{ path=/opt/sglang/venvs/0.5.23/bin/python ; argv[]=/opt/sglang/venvs/0.5.23/bin/python -m sglang.launch_server ; }",
+     "/opt/sglang/venvs/0.5.23"),
     ("{ path=/bin/bash ; argv[]=/bin/bash -c 'exec /srv/v/bin/python3.11 -m sglang.launch_server' ; }", "/srv/v"),
     ("{ path=/usr/bin/python3 ; argv[]=/usr/bin/python3 -I /usr/lib/sglang-ops/sglang-supervisor -- "
      "/opt/v2/bin/python -m sglang.launch_server ; }", "/opt/v2"),

@@ -10,7 +10,7 @@ from ansible_collections.sglang_ops.serving.plugins.plugin_utils.remote_host_por
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart_procedure import RestartOptions, RestartProcedure
 
 UNIT = "sglang-k26-ddtree"
-VENV = "/opt/sglang/venv"
+VENV = "/opt/sglang/venvs/0.5.23"
 EXEC_START = "{ path=%s/bin/python ; argv[]=%s/bin/python -m sglang.launch_server --api-key sk-abcdef123456 ; }" % (VENV, VENV)
 
 

@@ -3,7 +3,7 @@ import pytest
 from ansible_collections.sglang_ops.serving.plugins.module_utils.systemd_unit import check_unit_name
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import host_checks as hc
 
-VENV = "/opt/sglang/venv"
+VENV = "/opt/sglang/venvs/0.5.23"
 
 
 def _holders(*rows, gpus=(("GPU-aaa", 40000), ("GPU-bbb", 900))):
@@ -29,7 +29,7 @@ def test_processes_are_sorted_into_unit_orphan_and_foreign():
 
 def test_other_venv_python_is_foreign():
     check = hc.classify_holders(hc.gpu_check(
-        _holders((5, "GPU-aaa", 10, False, "/opt/sglang/venv-old/bin/python x"))), VENV)
+        _holders((5, "GPU-aaa", 10, False, "/opt/sglang/venvs/0.5.22/bin/python x"))), VENV)
     assert check.holders[0].kind == "foreign"
 
 

@@ -33,7 +33,7 @@ def test_first_probe_asks_for_journal_since_the_start_then_follows_the_cursor(tm
     proc.restart()
     assert probe.calls[0]["since"] == t_start and "cursor" not in probe.calls[0]
     assert probe.calls[1]["cursor"] == "cursor-1" and "since" not in probe.calls[1]
-    assert probe.calls[0]["venv_bin"] == "/opt/sglang/venv/bin" and probe.calls[0]["model"] == "default"
+    assert probe.calls[0]["venv_bin"] == "/opt/sglang/venvs/0.5.23/bin" and probe.calls[0]["model"] == "default"
 
 
 def test_stall_in_first_attempt_is_diagnosed_then_restarted_to_ready(tmp_path):

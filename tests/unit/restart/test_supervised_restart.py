@@ -85,3 +85,16 @@ def test_no_ready_start_within_the_start_timeout_is_a_timeout_and_nothing_is_sto
     res = SupervisedRestart("sglang-x", port, RunArtifacts(str(tmp_path), "h1", 1796000000), 2, 30).run()
     assert res["outcome"] == "timeout" and res["last"]["dir"] == running["dir"]
     assert port.verbs == ["restart-no-block"] and port.now >= 30
+
+
+def test_a_crash_loop_longer_than_the_read_window_is_handed_over_when_systemd_gives_up(tmp_path):
+    from ansible_collections.sglang_ops.serving.plugins.plugin_utils.supervised_restart import RECENT_STARTS
+    starts = [_start("20261130T14%04dZ-%d" % (i, i), "failed", reason_code="fatal_error", exit_code=71,
+                     ended_at=1796000010.0 + i) for i in range(RECENT_STARTS + 5)]
+    # each poll one more failed start; the read returns the newest RECENT_STARTS, newest first
+    polls = [("activating", list(reversed(starts[:i + 1]))[:RECENT_STARTS]) for i in range(len(starts))]
+    port = ScriptedPort([("active", [OLD])] + polls + [("failed", list(reversed(starts))[:RECENT_STARTS])], {})
+    res = SupervisedRestart("sglang-x", port, RunArtifacts(str(tmp_path), "h1", 1796000000), 2, 3600).run()
+    assert res["outcome"] == "gave_up" and res["last"]["dir"] == starts[-1]["dir"]
+    assert len(res["attempts"]) == len(starts) and res["attempts"][-1]["action"] == "handed_over"
+    assert port.now < 3600

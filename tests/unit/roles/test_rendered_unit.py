@@ -7,7 +7,7 @@ import stat
 import pytest
 import yaml
 
-from conftest import (ROOT, TEST_API_KEY, exec_start_argv, group_vars, parse_with_real_sglang, render_units,
+from conftest import (ROOT, TEST_API_KEY, environment, exec_start_argv, group_vars, parse_with_real_sglang, render_units,
                       server_flags, setting)
 
 PRODUCTION_EXTRA = {"vault_sglang_api_key": TEST_API_KEY}
@@ -40,6 +40,7 @@ def units(tmp_path_factory):
     return render_units(tmp_path_factory.mktemp("render"), {
         "production": production, "demo": demo, "renamed-flag": renamed_flag, "quoting": quoting,
         "demo-no-key": demo_no_key, "unsupervised": unsupervised, "with-metrics": with_metrics,
+        "next-version": dict(production, sglang_version="0.5.24"),
         "pair-b": dict(pair, ansible_host="10.0.0.21"),
         "pair-a": dict(pair, ansible_host="10.0.0.22", sglang_service_supervisor=False),
         **{name: dict(production, **variables) for name, variables in example_hosts.items()}},
@@ -163,7 +164,7 @@ def test_supervisor_is_main_pid_and_runs_the_server_as_its_child(units):
     argv = exec_start_argv(units["production"][0])
     assert argv[:6] == ["/usr/bin/python3", "-I", "/usr/lib/sglang-ops/sglang-supervisor",
                         "--settings", "/etc/sglang/sglang-k26-ddtree.supervisor.json", "--"]
-    assert argv[6:9] == ["/opt/sglang/venv/bin/python", "-m", "sglang.launch_server"]
+    assert argv[6:9] == ["/opt/sglang/venvs/0.5.23/bin/python", "-m", "sglang.launch_server"]
     assert "/bin/bash" not in units["production"][0]
 
 
@@ -198,7 +199,7 @@ def test_server_runs_as_exec_of_bash_so_it_stays_main_pid(units):
     assert argv[2].startswith('exec "$0" "$@"')
     assert ('> >(exec "$0" -I /usr/local/libexec/sglang-ops/sglang-log-filter /etc/sglang/sglang-k26-ddtree.yaml) 2>&1'
             in argv[2])
-    assert argv[3:6] == ["/opt/sglang/venv/bin/python", "-m", "sglang.launch_server"]
+    assert argv[3:6] == ["/opt/sglang/venvs/0.5.23/bin/python", "-m", "sglang.launch_server"]
 
 
 @pytest.mark.parametrize("setting", [
@@ -206,10 +207,10 @@ def test_server_runs_as_exec_of_bash_so_it_stays_main_pid(units):
     "Type=notify", "NotifyAccess=main",
     "StartLimitBurst=3", "StartLimitIntervalSec=3600", "CPUAccounting=yes", "IOAccounting=yes",
     "MemoryAccounting=yes", "Environment=PYTHONUNBUFFERED=1", "SyslogIdentifier=sglang-k26-ddtree",
-    'Environment="SGLANG_CACHE_DIR=/var/cache/sglang/sglang"',
-    'Environment="SGLANG_DG_CACHE_DIR=/var/cache/sglang/deep_gemm"',
-    'Environment="TRITON_CACHE_DIR=/var/cache/sglang/triton"',
-    'Environment="TORCHINDUCTOR_CACHE_DIR=/var/cache/sglang/inductor"',
+    'Environment="SGLANG_CACHE_DIR=/var/cache/sglang/0.5.23/sglang"',
+    'Environment="SGLANG_DG_CACHE_DIR=/var/cache/sglang/0.5.23/deep_gemm"',
+    'Environment="TRITON_CACHE_DIR=/var/cache/sglang/0.5.23/triton"',
+    'Environment="TORCHINDUCTOR_CACHE_DIR=/var/cache/sglang/0.5.23/inductor"',
     'Environment="NCCL_DEBUG=WARN"', "DevicePolicy=closed", "DeviceAllow=char-nvidia-frontend rw",
     "DeviceAllow=/dev/nvidiactl rw", "DeviceAllow=char-nvidia-uvm rw", "ProtectSystem=strict",
     "NoNewPrivileges=yes", "LimitMEMLOCK=infinity",
@@ -220,8 +221,24 @@ def test_production_unit_has(units, setting):
 
 def test_caches_are_writable_inside_the_sandbox(units):
     line = next(l for l in units["production"][0].splitlines() if l.startswith("ReadWritePaths="))
-    for path in ("/var/lib/sglang", "/var/cache/sglang/deep_gemm", "/var/cache/sglang/triton"):
+    for path in ("/var/lib/sglang", "/var/cache/sglang/0.5.23/deep_gemm", "/var/cache/sglang/0.5.23/triton"):
         assert path in line.split("=", 1)[1].split()
+
+
+CACHE_FOLDERS = {"SGLANG_CACHE_DIR": "sglang", "SGLANG_DG_CACHE_DIR": "deep_gemm", "TRITON_CACHE_DIR": "triton",
+                 "TORCHINDUCTOR_CACHE_DIR": "inductor", "FLASHINFER_WORKSPACE_BASE": "flashinfer",
+                 "CUDA_CACHE_PATH": "cuda"}
+
+
+@pytest.mark.parametrize("host, version", [("production", "0.5.23"), ("next-version", "0.5.24")])
+def test_each_version_has_its_own_venv_and_caches(units, host, version):
+    unit = units[host][0]
+    assert exec_start_argv(unit)[6] == f"/opt/sglang/venvs/{version}/bin/python"
+    env = environment(unit)
+    assert {name: env[name] for name in CACHE_FOLDERS} == {
+        name: f"/var/cache/sglang/{version}/{folder}" for name, folder in CACHE_FOLDERS.items()}
+    writable = setting(unit, "Service", "ReadWritePaths")[0].split()
+    assert all(f"/var/cache/sglang/{version}/{folder}" in writable for folder in CACHE_FOLDERS.values())
 
 
 def test_unit_starts_with_the_managed_header(units):

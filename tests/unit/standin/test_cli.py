@@ -192,6 +192,38 @@ def test_wheel_installs_offline_into_a_venv_and_serves(tmp_path, base_env, model
     wait_until(lambda: not server.group_pids(), timeout=10, what="venv server gone")
 
 
+def test_broken_release_build_fails_at_start_with_a_traceback(tmp_path, base_env, model_dir):
+    out = tmp_path / "wheels"
+    built = subprocess.run([os.path.join(ROOT, "tests", "standin", "build"), "--version", "0.5.24", "--broken",
+                            "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert built.returncode == 0, built.stderr
+    wheel = built.stdout.strip().splitlines()[-1]
+    assert wheel == str(out / "sglang_standin-0.5.24-py3-none-any.whl")
+    assert any(os.path.basename(p).startswith("py_spy-") for p in built.stdout.splitlines()[:-1])
+    site = tmp_path / "site"
+    import zipfile
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(site)
+    env = dict(base_env, PYTHONPATH=str(site))
+    version = subprocess.run([sys.executable, "-c", "import sglang; print(sglang.__version__)"], env=env,
+                             capture_output=True, text=True, timeout=30)
+    assert version.stdout.strip() == "0.5.24"
+    # its own parser still works, as a broken release's does; the start fails
+    assert run_launcher(env, "--model-path", model_dir, "--no-such-flag").returncode == 2
+    r = run_launcher(env, "--model-path", model_dir, "--port", "31099")
+    assert r.returncode == 1
+    assert "Traceback (most recent call last):" in r.stderr
+    assert r.stderr.rstrip().endswith("ImportError: sgl_kernel/common_ops.abi3.so: undefined symbol: "
+                                      "_ZN3c1017RegisterOperatorsD1Ev")
+
+
+def test_build_refuses_a_malformed_version(tmp_path):
+    built = subprocess.run([os.path.join(ROOT, "tests", "standin", "build"), "--version", "next", "--out",
+                            str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert built.returncode == 2 and "--version must be a release like 0.5.24, got 'next'" in built.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 def _config_merge(argv):
     from sglang.srt.server_args import parse_args
     return parse_args(argv)

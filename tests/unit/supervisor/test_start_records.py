@@ -73,9 +73,9 @@ def test_the_probe_names_a_folder_that_is_not_a_start_instead_of_reading_it(tmp_
 
 def test_a_supervised_unit_is_known_by_its_exec_start_and_its_venv_read_after_the_separator():
     exec_start = ("{ path=/usr/bin/python3 ; argv[]=/usr/bin/python3 -I /usr/lib/sglang-ops/sglang-supervisor "
-                  "--settings /etc/sglang/u.supervisor.json -- /opt/sglang/venv/bin/python -m sglang.launch_server ; }")
+                  "--settings /etc/sglang/u.supervisor.json -- /opt/sglang/venvs/0.5.23/bin/python -m sglang.launch_server ; }")
     assert systemd_unit.is_supervised(exec_start)
-    assert systemd_unit.venv_prefix(exec_start) == "/opt/sglang/venv"
+    assert systemd_unit.venv_prefix(exec_start) == "/opt/sglang/venvs/0.5.23"
     assert not systemd_unit.is_supervised("{ path=/bin/bash ; argv[]=/bin/bash -c exec ; }")
     assert not supervised_restart.unit_gave_up({"active": "activating", "sub": "auto-restart"})
     assert supervised_restart.unit_gave_up({"active": "failed", "sub": "failed"})

@@ -105,7 +105,7 @@ def fatal_messages(preset, rank, settings):
             "Unexpected error during packing of layer model.layers.37.mlp.experts: "
             "RuntimeError: CUDA error: an illegal memory access was encountered",
             "Traceback (most recent call last):\n"
-            '  File "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/model_loader/loader.py", '
+            '  File "/opt/sglang/venvs/0.5.23/lib/python3.11/site-packages/sglang/srt/model_loader/loader.py", '
             "line 688, in load_weights_and_postprocess\n"
             "    quant_method.process_weights_after_loading(module)\n"
             "RuntimeError: CUDA error: an illegal memory access was encountered\n"
@@ -114,7 +114,7 @@ def fatal_messages(preset, rank, settings):
         ],
         "oom": [
             "Scheduler hit an exception: Traceback (most recent call last):\n"
-            '  File "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/managers/scheduler.py", '
+            '  File "/opt/sglang/venvs/0.5.23/lib/python3.11/site-packages/sglang/srt/managers/scheduler.py", '
             "line 3021, in run_scheduler_process\n"
             "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)\n"
             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. "
@@ -125,7 +125,7 @@ def fatal_messages(preset, rank, settings):
         ],
         "unbalanced": [
             "Scheduler hit an exception: Traceback (most recent call last):\n"
-            '  File "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/model_executor/model_runner.py", '
+            '  File "/opt/sglang/venvs/0.5.23/lib/python3.11/site-packages/sglang/srt/model_executor/model_runner.py", '
             "line 712, in init_torch_distributed\n"
             "    raise ValueError(\n"
             "ValueError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes. "

@@ -18,6 +18,7 @@ import urllib.request
 from sglang.srt import server_args as server_args_mod
 from sglang.standin import faults as faults_mod
 from sglang.standin import logs
+from sglang.standin import release
 from sglang.standin import settings as settings_mod
 from sglang.standin.http_api import ServerState, make_server
 from sglang.standin.procs import burn, sleep_forever, spawn
@@ -214,7 +215,7 @@ class Main:
             rdv.join()
         except RendezvousError as e:
             self.fail(f"Scheduler hit an exception: Traceback (most recent call last):\n"
-                      '  File "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/distributed/bootstrap.py", '
+                      '  File "/opt/sglang/venvs/0.5.23/lib/python3.11/site-packages/sglang/srt/distributed/bootstrap.py", '
                       "line 321, in _init_parallel_groups\n"
                       "    init_distributed_environment(\n"
                       f"{e.args[0]}")
@@ -227,7 +228,7 @@ class Main:
         time.sleep(self.s.phase_s("node_lost_s"))
         rank = self.first_rank
         logs.log("Scheduler hit an exception: Traceback (most recent call last):\n"
-                 '  File "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/managers/scheduler.py", '
+                 '  File "/opt/sglang/venvs/0.5.23/lib/python3.11/site-packages/sglang/srt/managers/scheduler.py", '
                  "line 3104, in run_scheduler_process\n"
                  "    scheduler.event_loop_overlap()\n"
                  f"torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:3690, remote process "
@@ -373,6 +374,7 @@ class Main:
 
 def run(argv, prog="launch_server.py"):
     args = server_args_mod.parse_args(argv, prog)
+    release.load_kernels()
     try:
         settings = settings_mod.load()
         text, _origin = faults_mod.read_source(settings)
