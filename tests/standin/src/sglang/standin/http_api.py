@@ -10,6 +10,7 @@ import hashlib
 import json
 import socket
 import socketserver
+import sys
 import threading
 import time
 import uuid
@@ -242,6 +243,13 @@ class Server(ThreadingHTTPServer):
         # Skip HTTPServer's getfqdn(): a reverse lookup can hang on hosts without DNS.
         socketserver.TCPServer.server_bind(self)
         self.server_name, self.server_port = self.server_address[:2]
+
+    def handle_error(self, request, client_address):
+        # A peer that hangs up before the answer is written (HAProxy ends its health checks
+        # with a reset) is routine for uvicorn too: no traceback in the journal.
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 class Server6(Server):
