@@ -3,6 +3,8 @@ import stat
 import subprocess
 import sys
 import textwrap
+import threading
+from http.server import ThreadingHTTPServer
 
 import pytest
 
@@ -44,3 +46,30 @@ def child(tmp_path):
                 pass
             p.kill()
         p.wait()
+
+
+class LoopbackHTTP:
+    """A real HTTP server on a loopback port the kernel hands out, serving `handler` (a
+    BaseHTTPRequestHandler class) from a thread until close()."""
+
+    def __init__(self, handler):
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = "http://127.0.0.1:%d" % self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def closing():
+    """Returns a function that hands back what it is given and closes it after the test."""
+    made = []
+
+    def keep(server):
+        made.append(server)
+        return server
+    yield keep
+    for server in made:
+        server.close()

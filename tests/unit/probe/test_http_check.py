@@ -1,15 +1,15 @@
 """HTTP checks against real sockets on ephemeral ports."""
 import json
 import socket
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils import api_key_config, http_check
+from ansible_collections.sglang_ops.serving.tests.unit.probe.conftest import LoopbackHTTP
 
 
-class _Server:
+class _Server(LoopbackHTTP):
     def __init__(self, health_status=200, key=None):
         self.health_status, self.key, self.seen_auth = health_status, key, []
         outer = self
@@ -38,26 +38,12 @@ class _Server:
                 assert req["max_tokens"] == 1 and req["temperature"] == 0
                 self._send(200, {"choices": [{"index": 0, "text": " x", "finish_reason": "length"}]})
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = "http://127.0.0.1:%d" % self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(Handler)
 
 
 @pytest.fixture
-def server():
-    made = []
-
-    def make(**kw):
-        s = _Server(**kw)
-        made.append(s)
-        return s
-    yield make
-    for s in made:
-        s.close()
+def server(closing):
+    return lambda **kw: closing(_Server(**kw))
 
 
 def test_health_status_codes_come_back_as_ints(server):

@@ -1,13 +1,13 @@
 """The running_requests read: SGLang's /metrics over real HTTP on ephemeral ports, and the
 Prometheus text it is parsed from."""
 import socket
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils import prometheus_text
 from ansible_collections.sglang_ops.serving.plugins.module_utils.probe import ProbeRequest, probe
+from ansible_collections.sglang_ops.serving.tests.unit.probe.conftest import LoopbackHTTP
 
 # What SGLang 0.5.23 serves, two schedulers (label sets) and one label value with a space
 # and a brace; num_running_reqs also appears inside another metric's name.
@@ -24,7 +24,7 @@ sglang:num_running_reqs_total{model_name="kimi-k2"} 99.0
 """
 
 
-class _Metrics:
+class _Metrics(LoopbackHTTP):
     def __init__(self, status=200, body=METRICS):
         self.status, self.body, self.paths = status, body, []
         outer = self
@@ -41,26 +41,12 @@ class _Metrics:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = "http://127.0.0.1:%d" % self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(Handler)
 
 
 @pytest.fixture
-def metrics_server():
-    made = []
-
-    def make(**kw):
-        s = _Metrics(**kw)
-        made.append(s)
-        return s
-    yield make
-    for s in made:
-        s.close()
+def metrics_server(closing):
+    return lambda **kw: closing(_Metrics(**kw))
 
 
 def _read(base_url, timeout_s=3.0):
