@@ -8,6 +8,7 @@ import random
 import shlex
 import time
 
+from ansible import context
 from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
@@ -16,7 +17,8 @@ from ansible_collections.sglang_ops.serving.plugins.plugin_utils import retry_po
 from ansible_collections.sglang_ops.serving.plugins.module_utils import start_watch
 from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings
 from ansible_collections.sglang_ops.serving.plugins.module_utils.systemd_unit import check_unit_name
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils import host_lock, prewarm_step, remote_host_port
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils import (
+    host_lock, prewarm_step, remote_host_port, server_sync)
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import RunArtifacts, iso_utc
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart_procedure import (
     RemoteStepFailed, RestartOptions, RestartProcedure, RunInterrupted, default_artifacts_root, interruptible)
@@ -46,7 +48,9 @@ ARGUMENT_SPEC = {
     "backoff_max_s": {"type": "float", "default": 120.0},
     "prewarm": {"type": "dict", "default": {}},
     "break_lock": {"type": "bool", "default": False},
+    "server": {"type": "dict", "default": {}},
 }
+SERVER_OPTIONS = ("name", "nodes")
 PREWARM_LOOP_OPTIONS = ("step_s", "max_total_s")
 
 
@@ -69,9 +73,21 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail("sglang_restart: " + "; ".join(problems))
 
         host = task_vars.get("inventory_hostname", "unknown")
+        server_problem = _server_problem(args["server"], host)
+        if server_problem:
+            raise AnsibleActionFail("sglang_restart: " + server_problem)
         root = args["artifacts_dir"] or default_artifacts_root(task_vars.get("playbook_dir"))
         started_epoch_s = time.time()
-        artifacts = RunArtifacts(root, host, started_epoch_s)
+        server = None
+        if args["server"]:
+            spec = args["server"]
+            # The nodes of one server run this task in workers of one playbook process.
+            run_key = "%d-%s" % (os.getppid(), self._task._uuid)
+            server = server_sync.ServerSync(server_sync.run_folder(root, spec["name"], run_key, started_epoch_s),
+                                            spec["name"], spec["nodes"], host)
+            artifacts = RunArtifacts.at(server.node_folder())
+        else:
+            artifacts = RunArtifacts(root, host, started_epoch_s)
         lock = host_lock.HostLock(self._shell_step, host_lock.holder_record(args, artifacts.path, started_epoch_s),
                                   force=args["break_lock"])
 
@@ -81,11 +97,13 @@ class ActionModule(ActionBase):
         port = remote_host_port.RemoteHostPort(
             args["unit"], self._shell_step, lambda module_args: self._probe(module_args, task_vars), emit,
             remote_host_port.probe_args(args))
+        if server is not None and not server.serves_api:
+            port.probe_args["completion"] = "never"   # only node 0 serves the API
         options = RestartOptions(args, settings, retry_policy.Backoff(base_s=args["backoff_base_s"],
                                                                       max_s=args["backoff_max_s"]),
                                  random.Random().random)
         procedure = RestartProcedure(
-            host, options, port, artifacts, lock=lock,
+            host, options, port, artifacts, lock=lock, server=server,
             prewarm=lambda options, step_s, max_total_s: prewarm_step.prewarm(
                 lambda module_args: self._execute_module(module_name=prewarm_step.PREWARM_MODULE,
                                                          module_args=module_args, task_vars=task_vars),
@@ -100,12 +118,16 @@ class ActionModule(ActionBase):
         except RemoteStepFailed as exc:
             outcome = procedure.give_up_on_error(str(exc))
         except RunInterrupted as exc:
+            if server is not None:
+                server.abort("interrupted", "interrupted by %s" % exc.signame)
             outcome = {"failed": True, "outcome": "interrupted", "artifacts": artifacts.path,
                        "run_json": artifacts.abspath("run.json"), "changed": procedure.changed,
                        "msg": "%s: interrupted by %s during %s; %s was left as it was. Artifacts: %s" % (
                            host, exc.signame, procedure.stage, args["unit"], artifacts.path)}
         except BaseException as exc:  # unreachable host, a bug: keep run.json true to what happened
             procedure.note_interrupted("%s: %s" % (type(exc).__name__, exc))
+            if server is not None:
+                server.abort("interrupted", "%s: %s" % (type(exc).__name__, exc))
             raise
         finally:
             self._remove_tmp_path(self._connection._shell.tmpdir)
@@ -166,6 +188,27 @@ def _range_problem(name, value, low, high, low_ok):
         return "%s must be a finite number, got %r" % (name, value)
     if number < low or (number == low and not low_ok) or number > high:
         return "%s must be %s %g and at most %g, got %r" % (name, ">=" if low_ok else ">", low, high, value)
+    return None
+
+
+def _server_problem(server, host):
+    """What is wrong with the server option (one node of a server over several hosts), or None."""
+    if not server:
+        return None
+    unknown = set(server) - set(SERVER_OPTIONS)
+    if unknown or set(SERVER_OPTIONS) - set(server):
+        return "server needs exactly %s, got %s" % (", ".join(SERVER_OPTIONS), ", ".join(sorted(server)))
+    nodes = server["nodes"]
+    if not isinstance(nodes, list) or len(nodes) < 2 or len(set(map(str, nodes))) != len(nodes):
+        return "server.nodes must list the server's hosts in node-rank order, at least two, each once; got %r" % (nodes,)
+    if host not in nodes:
+        return "%s is not one of server.nodes (%s)" % (host, ", ".join(map(str, nodes)))
+    if not str(server["name"]).strip():
+        return "server.name must not be empty"
+    forks = context.CLIARGS.get("forks")
+    if forks and forks < len(nodes):
+        return ("server %s has %d nodes, which restart together, but Ansible runs only %d hosts at once "
+                "(forks): raise forks to at least %d" % (server["name"], len(nodes), forks, len(nodes)))
     return None
 
 

@@ -86,6 +86,11 @@ _CLASSES = (
     FailureClass("supervisor_config", "preflight", "the unit's supervisor cannot start the server", False,
                  "its settings file is missing or invalid, or the server cannot be executed; re-run playbooks/site.yml",
                  exit_code=64),
+    # A server spread over several hosts restarts as one (plugin_utils/server_sync.py).
+    FailureClass("server_node_gave_up", "preflight", "another node of the server could not go on", False,
+                 "the server restarts as one; the node named gave up first, its own report says why"),
+    FailureClass("server_node_supervised", "preflight", "a node of the server runs under the unit supervisor",
+                 False, "the supervisor decides for one host; set sglang_service_supervisor: false on every node"),
     FailureClass("probe_error", "stalled", "the probe could not observe the host", False,
                  "without observations nothing can be decided; fix access to the host first", exit_code=87),
 )

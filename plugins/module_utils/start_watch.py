@@ -44,6 +44,9 @@ class WatchOptions:
     settings: DetectorSettings = dataclasses.field(default_factory=DetectorSettings)
     trace: object = None                 # a TraceTarget, or None: nothing recorded
     outlook: object = None               # a start_outlook.StartOutlook (ETA, metrics file), or None
+    # One node of a server over several hosts: decided_elsewhere(t) -> the server's final
+    # Assessment once another node decided the start (or gave up), else None.
+    decided_elsewhere: object = None
 
 
 @dataclasses.dataclass
@@ -99,6 +102,12 @@ def _open_trace(target, poll_s, obs):
     return TraceWriter(target.path, trace_header(target.name, target.unit, poll_s, gpus, target.description))
 
 
+def _decided_elsewhere(options, watched_s):
+    if options.decided_elsewhere is None:
+        return None
+    return options.decided_elsewhere(round(watched_s, 3))
+
+
 def watch_start(port, options, t0, new_detector=None):
     """Watch from t0 (epoch seconds, the start) to a final verdict -> WatchResult."""
     detector = (new_detector or Detector)(options.settings)
@@ -109,6 +118,9 @@ def watch_start(port, options, t0, new_detector=None):
         while True:
             poll_began = port.clock()
             result = port.probe(cursor, stacks)
+            elsewhere = _decided_elsewhere(options, port.clock() - t0)
+            if elsewhere is not None:
+                return WatchResult(elsewhere, polls, cost, obs)
             if result.get("failed") or result.get("unreachable") or "observation" not in result:
                 failures += 1
                 if failures >= options.max_probe_failures:

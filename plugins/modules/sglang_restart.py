@@ -156,6 +156,29 @@ options:
         the host); two live restarts of one host stop each other's start.
     type: bool
     default: false
+  server:
+    description:
+      - "This host is one node of a server spread over several hosts (SGLang C(--nnodes)),
+        restarted and watched as one. The task runs on every node in the same batch (one
+        worker each: C(forks) at least the node count); the runs meet in the server's
+        artifacts folder on the controller, C(<artifacts_dir>/<name>/<UTC time>/), which holds
+        every node's run folder (C(<node>/run.json), traces, diagnostics)."
+      - "Every node passes its preflight before any node is stopped; every node is stopped
+        and its GPUs confirmed released before any is started; then all start together.
+        Each node is watched (node 0 with a completion, the others by their logs, GPUs and
+        health server); the first final verdict on any node decides the attempt for the
+        server (C(attempt-<n>.json) names the node): a stall or failure on one node ends the
+        attempt on all, every node captures its diagnostics, and the server is restarted as
+        a whole or handed over. Only node 0 can call the server ready (a completion
+        answered). A node whose verdict is C(stall_spin) (waiting in a collective, maybe for
+        a peer stuck otherwise) lets the other nodes' verdicts come first for
+        C(stall_idle_window_s - stall_spin_window_s) plus two polls. A node that gives up
+        before the start (preflight, stop) makes every node give up, naming it."
+      - A unit under the unit supervisor cannot be a node (it decides for one host only).
+      - "Keys: C(name) (the server, usually its inventory group) and C(nodes) (its hosts in
+        node-rank order). Empty: the host is a server of its own."
+    type: dict
+    default: {}
 attributes:
   check_mode:
     support: full

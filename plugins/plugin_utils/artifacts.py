@@ -48,6 +48,14 @@ class RunArtifacts:
         os.makedirs(path)
         self.path = path
 
+    @classmethod
+    def at(cls, path):
+        """The run folder at exactly `path` (one node's folder of a server's run), made now."""
+        run = cls.__new__(cls)
+        os.makedirs(path)
+        run.path = os.path.abspath(path)
+        return run
+
     def attempt_dir(self, n):
         return "attempt-%d" % n
 

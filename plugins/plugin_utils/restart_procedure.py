@@ -20,7 +20,7 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.progress_line i
 from ansible_collections.sglang_ops.serving.plugins.module_utils import systemd_unit
 from ansible_collections.sglang_ops.serving.plugins.module_utils.start_watch import TraceTarget, WatchOptions, watch_start
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import (
-    host_checks, host_lock, metrics_step, supervised_restart, systemctl_verbs)
+    host_checks, host_lock, metrics_step, server_sync, supervised_restart, systemctl_verbs)
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import iso_utc, redact_secrets
 from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import relative_observation
 
@@ -85,9 +85,10 @@ class RestartOptions:
     rng: object = random.random        # jitter source of the backoff
     new_detector: object = Detector    # new_detector(settings) -> a detector
 
-    def watch(self, trace=None, outlook=None):
+    def watch(self, trace=None, outlook=None, decided_elsewhere=None):
         return WatchOptions(poll_s=self.args["poll_s"], start_timeout_s=self.args["start_timeout_s"],
-                            settings=self.settings, trace=trace, outlook=outlook)
+                            settings=self.settings, trace=trace, outlook=outlook,
+                            decided_elsewhere=decided_elsewhere)
 
 
 def _time_to_ready_words(ttr):
@@ -109,7 +110,7 @@ def _count(n, word):
 
 
 class RestartProcedure:
-    def __init__(self, host, options, port, artifacts, prewarm=None, lock=None):
+    def __init__(self, host, options, port, artifacts, prewarm=None, lock=None, server=None):
         self.host = host
         self.options = options
         self.args = args = options.args
@@ -118,6 +119,7 @@ class RestartProcedure:
         self.artifacts = artifacts
         self.prewarm = prewarm  # prewarm(options, step_s, max_total_s) -> summary (issue: shorter restarts)
         self.lock = lock  # host_lock.HostLock, or None where no other run can interfere (tests)
+        self.server = server  # server_sync.ServerSync when the host is one node of a server, else None
         self.outlook = None  # module_utils/start_outlook.StartOutlook: ETA and metrics, per run
         self.changed = False
         self.venv = None
@@ -130,6 +132,9 @@ class RestartProcedure:
             "options": {k: args[k] for k in ("poll_s", "max_attempts", "start_timeout_s",
                                              "stop_timeout_s", "kill_orphans")},
         }
+        if server is not None:
+            self.record["server"] = {"name": server.server, "nodes": server.nodes, "node_rank": server.rank,
+                                     "folder": server.folder}
 
     # ---- remote steps -------------------------------------------------------------
     def _sh(self, cmd, what, timeout_s=None, check=True):
@@ -273,7 +278,16 @@ class RestartProcedure:
             self.stage = "prewarm (the old instance still serving)"
             self.record["prewarm"] = self._prewarm(dict(self.args["prewarm"]))
 
-        if systemd_unit.is_supervised(state["exec_start"]):
+        if self.server is not None:
+            if systemd_unit.is_supervised(state["exec_start"]):
+                return self._hand_over("preflight", "server_node_supervised",
+                                       "%s runs under the unit supervisor, which decides for one host only; the "
+                                       "nodes of a server over several hosts run without it "
+                                       "(sglang_service_supervisor: false)" % self.unit)
+            handed_over = self._meet("preflight", "preflight", self.args["start_timeout_s"])
+            if handed_over:
+                return handed_over
+        elif systemd_unit.is_supervised(state["exec_start"]):
             return self._supervised()
 
         self.outlook = metrics_step.outlook_for(os.path.dirname(self.artifacts.path), self.unit,
@@ -294,7 +308,17 @@ class RestartProcedure:
                                                                self.args["failed_stop_timeout_s"]))
             if problem:
                 return self._hand_over("stopping", problem[0], problem[1])
+            if self.server is not None:
+                # Start together: a node that starts alone waits at the rendezvous for the others.
+                handed_over = self._meet("stopping", "released-%d" % n,
+                                         self.args["stop_timeout_s"] + self.args["release_timeout_s"] + 60)
+                if handed_over:
+                    return handed_over
             watched = self._attempt(n)
+            server_decision = None
+            if self.server is not None:
+                watched.assessment, server_decision = self.server.settle(
+                    n, watched.assessment, max_attempts, earlier_codes, self._spin_grace_s())
             outcome = watched.assessment
             attempt = dict(self.current_attempt)
             attempt.update(watched.to_dict())
@@ -303,13 +327,14 @@ class RestartProcedure:
             self.record["attempts"].append(attempt)
             if watched.ready:
                 attempt["action"] = "ready"
-                self.port.emit("ready after %.0f s: a completion answered (attempt %d)" % (outcome.t, n))
+                self.port.emit("ready after %.0f s: %s (attempt %d)" % (
+                    outcome.t, outcome.reason if self.server else "a completion answered", n))
                 return self._finish("ready", outcome.phase, "ready", outcome.reason)
             self.stage = "capturing diagnostics of attempt %d" % n
             self.port.emit("%s in %s after %.0f s: %s (%s); capturing diagnostics" % (
                 outcome.verdict.upper(), outcome.phase, outcome.t, outcome.reason_code, outcome.reason))
             attempt["diagnostics"] = self._capture_diagnostics(n, attempt["started_epoch_s"])
-            decision = retry_policy.decide(outcome.reason_code, n, max_attempts, earlier_codes)
+            decision = server_decision or retry_policy.decide(outcome.reason_code, n, max_attempts, earlier_codes)
             earlier_codes.append(outcome.reason_code)
             attempt["action"] = "restarted" if decision.restarts else "handed_over"
             attempt["decision"] = decision.reason
@@ -387,7 +412,27 @@ class RestartProcedure:
             description="restart of %s on %s, attempt %d of %d" % (self.unit, self.host, n, self.args["max_attempts"]))
         self.port.since_epoch_s = t0
         self.outlook.begin_attempt(n)
-        return watch_start(self.port, self.options.watch(trace, self.outlook), t0, self.options.new_detector)
+        elsewhere = (lambda t: self.server.peer_outcome(n, t)) if self.server is not None else None
+        return watch_start(self.port, self.options.watch(trace, self.outlook, elsewhere), t0,
+                           self.options.new_detector)
+
+    def _spin_grace_s(self):
+        """How long a node that spins in a collective lets its peers' verdicts come first: the
+        longest a peer's idle stall takes to be called beyond a spin, and two polls."""
+        settings = self.options.settings
+        return max(0.0, settings.stall_idle_window_s - settings.stall_spin_window_s) + 2 * self.args["poll_s"]
+
+    def _meet(self, phase, stage, timeout_s):
+        """Wait until every node of the server reached stage: None, or this node's hand-over
+        naming the node that gave up or did not come."""
+        self.stage = "waiting for every node of %s (%s)" % (self.server.server, stage)
+        try:
+            self.server.meet(stage, timeout_s)
+        except server_sync.ServerAborted as exc:
+            return self._hand_over(phase, "server_node_gave_up", "node %s: %s" % (exc.node, exc.reason),
+                                   because="node %s of %s could not go on, and a server over several hosts "
+                                           "restarts as one" % (exc.node, self.server.server))
+        return None
 
     def _stop_and_release(self, timeout_s):
         """Stop the unit and wait (bounded) until its cgroup is empty and the GPUs are
@@ -499,14 +544,16 @@ class RestartProcedure:
 
     def _hand_over(self, phase, code, reason, because=None, verdict=None):
         n = len(self.record["attempts"])
+        if self.server is not None:   # the other nodes stop waiting for this one
+            self.server.abort(code, redact_secrets(reason))
         if because is None:
             because = "%s: %s" % (phase, code) if phase in ("preflight", "stopping") else code
         self.record["gave_up_because"] = because
         res = self._finish("gave_up", phase, code, reason, failed=True, verdict=verdict)
         title = FAILURE_CLASSES[code].title if code in FAILURE_CLASSES else code
         res["msg"] = ("%s: gave up on %s after %s, in phase %s: %s (%s): %s. Why no restart: %s. "
-                      "Artifacts: %s" % (self.host, self.unit, _count(n, "attempt"), phase, title, code,
-                                         redact_secrets(reason), because, self.artifacts.path))
+                      "Artifacts: %s" % (self.host, self._unit_words(), _count(n, "attempt"), phase, title, code,
+                                         redact_secrets(reason), because, self._artifacts_words()))
         res["report"] = self._write_incident_report()
         return res
 
@@ -527,9 +574,16 @@ class RestartProcedure:
             res["failed"] = True
         if outcome == "ready":
             res["msg"] = "%s: %s ready after %s; %sartifacts: %s" % (
-                self.host, self.unit, _count(len(self.record["attempts"]), "attempt"),
-                _time_to_ready_words(self.record.get("time_to_ready")), self.artifacts.path)
+                self.host, self._unit_words(), _count(len(self.record["attempts"]), "attempt"),
+                _time_to_ready_words(self.record.get("time_to_ready")), self._artifacts_words())
         return res
+
+    def _unit_words(self):
+        return self.unit if self.server is None else "%s, %s," % (self.unit, self.server.describe())
+
+    def _artifacts_words(self):
+        """The run folder; for a node of a server, the server's folder (every node's artifacts)."""
+        return self.artifacts.path if self.server is None else self.server.folder
 
     def _write_incident_report(self):
         """Render the incident report when the report writer is installed; its failure

@@ -163,9 +163,10 @@ class FakeProbe:
         return {"observation": obs, "cursor": "cursor-%d" % len(self.calls), "missing": {}, "cost": {"cpu_s": 0.1}}
 
 
-def make_procedure(tmp_path, scripts, host=None, clock=None, probe=None, detector=None, **overrides):
+def make_procedure(tmp_path, scripts, host=None, clock=None, probe=None, detector=None, server=None, **overrides):
     """A RestartProcedure on a FakeHost; scripts: one detector script per attempt, or
-    detector: the real detector class."""
+    detector: the real detector class; server: a server_sync.ServerSync when the host is
+    one node of a server (its node name is the procedure's host)."""
     clock = clock or Clock()
     host = host or FakeHost()
     probe = probe or FakeProbe(clock)
@@ -191,6 +192,9 @@ def make_procedure(tmp_path, scripts, host=None, clock=None, probe=None, detecto
     port = RemoteHostPort(UNIT, host.shell, run_probe, lines.append, probe_args(args), clock=clock, sleep=clock.sleep)
     options = RestartOptions(args, DetectorSettings().with_overrides(args["detector"]), Backoff(base_s=10, max_s=60),
                              random.Random(1).random, detector or new_detector)
-    proc = RestartProcedure("gpu-host-1", options, port,
-                            RunArtifacts(str(tmp_path / "artifacts"), "gpu-host-1", clock()))
+    if server is None:
+        proc = RestartProcedure("gpu-host-1", options, port,
+                                RunArtifacts(str(tmp_path / "artifacts"), "gpu-host-1", clock()))
+    else:
+        proc = RestartProcedure(server.node, options, port, RunArtifacts.at(server.node_folder()), server=server)
     return proc, host, probe, clock, lines, detectors

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.action.sglang_restart import ARGUMENT_SPEC, _arg_problems
+from ansible_collections.sglang_ops.serving.plugins.action.sglang_restart import (
+    ARGUMENT_SPEC, _arg_problems, _server_problem)
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -71,3 +72,26 @@ def test_the_documented_defaults_are_the_action_defaults():
     assert set(documented) == set(ARGUMENT_SPEC)
     for name, spec in ARGUMENT_SPEC.items():
         assert documented[name].get("default") == spec.get("default"), name
+
+
+@pytest.mark.parametrize("server, words", [
+    ({}, None),
+    ({"name": "pair", "nodes": ["node-a", "node-b"]}, None),
+    ({"name": "pair"}, "server needs exactly name, nodes, got name"),
+    ({"name": "pair", "nodes": ["node-a", "node-b"], "run": "x"}, "server needs exactly name, nodes"),
+    ({"name": "pair", "nodes": ["node-a"]}, "at least two, each once"),
+    ({"name": "pair", "nodes": ["node-a", "node-a"]}, "at least two, each once"),
+    ({"name": "pair", "nodes": "node-a,node-b"}, "server.nodes must list"),
+    ({"name": "pair", "nodes": ["node-b", "node-c"]}, "node-a is not one of server.nodes (node-b, node-c)"),
+    ({"name": " ", "nodes": ["node-a", "node-b"]}, "server.name must not be empty"),
+])
+def test_the_server_option_is_checked_before_anything_runs(server, words):
+    problem = _server_problem(server, "node-a")
+    assert problem is None if words is None else words in problem, problem
+
+
+def test_a_server_with_more_nodes_than_forks_is_refused(monkeypatch):
+    from ansible import context
+    monkeypatch.setattr(context, "CLIARGS", {"forks": 2})
+    problem = _server_problem({"name": "quad", "nodes": ["node-a", "b", "c", "d"]}, "node-a")
+    assert "server quad has 4 nodes" in problem and "raise forks to at least 4" in problem

@@ -174,6 +174,9 @@ MULTI_HOST_CASES = {
     "nodes-rank1-supervised": ({"sglang_service_supervisor": True}, ["peer-host", "nodes-rank1-supervised"],
                                'sglang_service_supervisor must be false on nodes-rank1-supervised '
                                '(node rank 1 of "nodes_rank1_supervised")'),
+    "nodes-rank0-supervised": ({"sglang_service_supervisor": True}, ["nodes-rank0-supervised", "peer-host"],
+                               'sglang_service_supervisor must be false on nodes-rank0-supervised '
+                               '(node rank 0 of "nodes_rank0_supervised"): the supervisor decides for one host'),
     "nodes-port-clash": ({"sglang_service_dist_init_port": 30001}, ["nodes-port-clash", "peer-host"],
                          "differ from sglang_service_port, got 30001"),
     "nodes-gpus": ({"sglang_service_tp_size": 16, "sglang_service_gpu_count": 4}, ["nodes-gpus", "peer-host"],
@@ -184,7 +187,8 @@ MULTI_HOST_CASES = {
 
 
 def test_multi_host_settings_fail_in_preflight_with_one_line_each(tmp_path):
-    base = dict(group_vars("production"), vault_sglang_api_key=TEST_API_KEY)
+    # The nodes of a server run without the supervisor, unless a case says otherwise.
+    base = dict(group_vars("production"), vault_sglang_api_key=TEST_API_KEY, sglang_service_supervisor=False)
     hosts, groups = {}, {}
     for name, (variables, members, _) in MULTI_HOST_CASES.items():
         hosts[name] = dict(base, **{"sglang_service_nodes_group": name.replace("-", "_"), **variables})

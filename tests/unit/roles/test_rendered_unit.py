@@ -43,8 +43,14 @@ def units(tmp_path_factory):
         "next-version": dict(production, sglang_version="0.5.24"),
         "pair-b": dict(pair, ansible_host="10.0.0.21"),
         "pair-a": dict(pair, ansible_host="10.0.0.22", sglang_service_supervisor=False),
+        # the same pair whose nodes meet on a cluster network apart from Ansible's
+        "fabric-a": dict(pair, ansible_host="10.0.0.31", sglang_service_nodes_group="fabric_pair",
+                         sglang_service_dist_init_host="192.168.100.31"),
+        "fabric-b": dict(pair, ansible_host="10.0.0.32", sglang_service_nodes_group="fabric_pair",
+                         sglang_service_dist_init_host="192.168.100.31"),
         **{name: dict(production, **variables) for name, variables in example_hosts.items()}},
-        groups={"reversed_pair": ["pair-b", "pair-a"], example_group: list(example_hosts)})
+        groups={"reversed_pair": ["pair-b", "pair-a"], "fabric_pair": ["fabric-a", "fabric-b"],
+                example_group: list(example_hosts)})
 
 
 def local_flags(rendered):
@@ -89,6 +95,12 @@ def test_multi_host_pair_flags_pass_the_real_sglang_parser(units, real_sglang_py
         assert args["tp_size"] == 16
 
 
+def test_the_rendezvous_address_can_be_on_a_network_apart_from_ansibles(units):
+    for host in ("fabric-a", "fabric-b"):
+        flags = local_flags(units[host])
+        assert flags[flags.index("--dist-init-addr") + 1] == "192.168.100.31:20000", (host, flags)
+
+
 def test_production_inventory_two_host_example_passes_the_real_sglang_parser(units, real_sglang_python):
     _, hosts = commented_pair_example()
     first, second = hosts
@@ -100,8 +112,8 @@ def test_production_inventory_two_host_example_passes_the_real_sglang_parser(uni
     assert (parsed[first]["node_rank"], parsed[second]["node_rank"]) == (0, 1)
     assert {(a["nnodes"], a["tp_size"], a["dist_init_addr"]) for a in parsed.values()} == {
         (2, 16, hosts[first]["ansible_host"] + ":20000")}
-    # Node rank 1 serves no API: its unit is the plain one, without the supervisor.
-    assert setting(units[first][0], "Service", "Type") == ["notify"]
+    # restart.yml decides for the server as a whole: both units are the plain one, no supervisor.
+    assert setting(units[first][0], "Service", "Type") == ["exec"]
     assert setting(units[second][0], "Service", "Type") == ["exec"]
 
 

@@ -48,3 +48,17 @@ def test_bad_input_stops_the_upgrade_in_its_first_play(inventory, extra_vars, me
     assert [play["play"]["name"] for play in result["plays"]] == [CHECK_PLAY]
     assert not any(host.get("changed") for play in result["plays"] for task in play["tasks"]
                    for host in task["hosts"].values())
+
+
+def test_the_nodes_of_a_server_spread_over_several_hosts_are_refused(tmp_path):
+    node = dict(group_vars("production"), vault_sglang_api_key=TEST_API_KEY, sglang_service_nodes_group="pair",
+                sglang_service_supervisor=False, sglang_service_tp_size=16)
+    replica = dict(group_vars("production"), vault_sglang_api_key=TEST_API_KEY)
+    inventory = write_inventory(tmp_path, {"replica": replica, "node-a": node, "node-b": node},
+                                groups={"pair": ["node-a", "node-b"]})
+    rc, result = run_upgrade(inventory, {"sglang_upgrade_version": "0.5.24"})
+    assert rc != 0
+    messages = [msg for failures in failures_by_host(result).values() for _p, _t, msg in failures]
+    assert any("upgrading a server spread over several hosts is not built yet (node-a, node-b are nodes of one)"
+               in msg for msg in messages), messages
+    assert [play["play"]["name"] for play in result["plays"]] == [CHECK_PLAY]

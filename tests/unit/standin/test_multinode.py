@@ -5,16 +5,16 @@ import signal
 import socket
 import time
 
-from .conftest import alive, free_port, wait_until
+from .conftest import alive, free_port, query_gpus, wait_until
 
 TRACE_ENV = {"TORCH_CPP_LOG_LEVEL": "INFO", "TORCH_DISTRIBUTED_DEBUG": "DETAIL"}
 NOT_LISTENING = "is not yet listening"
 
 
-def node(launch, rank, rdv_port, *extra, env=None):
+def node(launch, rank, rdv_port, *extra, env=None, fault=None):
     # Node 1 takes the other two stand-in GPUs: both "hosts" share this machine's GPU state.
     return launch("--nnodes", "2", "--node-rank", str(rank), "--dist-init-addr", f"127.0.0.1:{rdv_port}",
-                  "--base-gpu-id", str(2 * rank), *extra, tp=4, env=env)
+                  "--base-gpu-id", str(2 * rank), *extra, tp=4, env=env, fault=fault)
 
 
 def test_node_1_waits_for_node_0_then_both_load_and_only_node_0_serves_the_api(launch):
@@ -97,3 +97,27 @@ def test_node_0_cannot_listen_on_a_taken_rendezvous_port(launch):
         assert node0.proc.wait(timeout=15) == 1
     assert "DistNetworkError: The server socket has failed to listen on any local network address." in node0.output()
     assert "name: EADDRINUSE, message: address already in use" in node0.output()
+
+
+def test_a_stall_on_node_1_during_load_holds_node_0_in_the_collective_after_loading(launch, base_env):
+    rdv = free_port()
+    stall = {"kind": "stall", "phase": "weight_load", "at": 1, "mode": "idle"}
+    node0 = node(launch, 0, rdv)
+    node1 = node(launch, 1, rdv, fault=stall)
+    node0.wait_log(r"Load weight end\.")
+    time.sleep(1.5)   # many times what the rest of a start takes at this time scale
+    assert "Load weight end" not in node1.output()
+    assert "KV Cache is allocated" not in node0.output() and "fired up" not in node0.output()
+    gpus = {g["index"]: g for g in query_gpus(base_env)}
+    assert all(gpus[i]["util_pct"] >= 97 for i in (0, 1)), gpus   # node 0 spins in the all-reduce
+    assert alive(node0.pid) and alive(node1.pid)
+
+
+def test_the_faster_node_waits_for_the_slower_one_after_loading_then_both_go_on(launch):
+    rdv = free_port()
+    node0 = node(launch, 0, rdv)
+    node1 = node(launch, 1, rdv, env={"SGLANG_STANDIN_TIME_SCALE": "0.3"})
+    node0.wait_log(r"Load weight end\.")
+    assert "Load weight end" not in node1.output() and "KV Cache is allocated" not in node0.output()
+    node0.wait_ready(timeout=60)
+    assert "KV Cache is allocated" in node1.output()

@@ -135,7 +135,7 @@ class Rank:
             self.log("Init parallel begin.")
         self.checkpoint("distributed_init")
         if self.spec.get("nnodes", 1) > 1:
-            self.wait_joined()
+            self.wait_for("joined")
         if self.family != "0.5.16" and self.rank == 0:
             self.log("sglang is using nccl==2.28.9")
         self.sleep("init_s")
@@ -233,8 +233,19 @@ class Rank:
                      f"quant={self.spec['quant']}, avail mem={self.avail_gb():.2f} GB, mem usage={used:.2f} GB.")
         self.times["load_weight"] = time.monotonic() - t0
 
+    def cross_node_barrier(self):
+        """The memory check after loading is an all-reduce over every node's ranks: here a
+        node waits for the slowest one, its GPUs spinning in the collective."""
+        if self.spec.get("nnodes", 1) <= 1:
+            return
+        self.holder.set(util=UTIL_SPIN)
+        self.send("weights_loaded")
+        self.wait_for("proceed")
+        self.holder.set(util=UTIL_LOADING)
+
     def kv_cache(self):
         t0 = time.monotonic()
+        self.cross_node_barrier()
         self.checkpoint("kv_cache")
         self.sleep("kv_cache_s")
         self.holder.set(mem_mib=self.holder.mem_mib + self.kv_mib)
@@ -352,8 +363,9 @@ class Rank:
             line += f", available_gpu_mem={self.avail_gb():.2f} GB"
         self.log(line)
 
-    def wait_joined(self):
-        """Block until the main process says every node has joined the rendezvous."""
+    def wait_for(self, name):
+        """Block until the main process sends command `name` (every node has joined the
+        rendezvous, every node has its weights), serving the other commands meanwhile."""
         while b"\n" not in self.inbox:
             data = self.sock.recv(65536)
             if not data:
@@ -361,9 +373,9 @@ class Rank:
             self.inbox += data
         line, self.inbox = self.inbox.split(b"\n", 1)
         cmd = json.loads(line)
-        if cmd.get("cmd") != "joined":
+        if cmd.get("cmd") != name:
             self.command(cmd)
-            self.wait_joined()
+            self.wait_for(name)
 
     # -- after loading -----------------------------------------------------------
     def serve_commands(self):

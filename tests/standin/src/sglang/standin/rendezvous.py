@@ -7,7 +7,9 @@ line is a TRACE record, printed only with TORCH_CPP_LOG_LEVEL=INFO and
 TORCH_DISTRIBUTED_DEBUG=DETAIL, and so is it here. Handshake, one JSON line each way:
 the node sends {"node_rank": R, "nnodes": N}; node 0 answers {"go": true} once every
 node has joined (or {"error": "..."} and closes). The connections stay open afterwards:
-one that closes is a node gone (`on_lost`).
+one that closes is a node gone (`on_lost`), and they carry the barriers of the
+collectives that span the nodes (`barrier`): a node sends {"arrived": NAME}, node 0
+answers {"release": NAME} to all once every node has arrived.
 """
 import errno
 import json
@@ -72,6 +74,9 @@ class Rendezvous:
         self.write = write            # writes raw text to the log (c10d lines carry no SGLang prefix)
         self.peers = {}               # node rank -> socket
         self.lost = threading.Event()
+        self.lock = threading.Lock()
+        self.arrived = {}             # barrier name -> node ranks there (node 0's view)
+        self.released = {}            # barrier name -> threading.Event
 
     def join(self):
         if self.node_rank == 0:
@@ -167,7 +172,35 @@ class Rendezvous:
         self.peers[0] = sock
 
     # -- after the rendezvous ----------------------------------------------------
+    def _event(self, name):
+        with self.lock:
+            return self.released.setdefault(name, threading.Event())
+
+    def barrier(self, name):
+        """Return once every node has reached barrier `name`; a node that never does
+        keeps the others here, as a collective with a missing peer keeps them in NCCL."""
+        released = self._event(name)
+        if self.node_rank == 0:
+            self._arrive(name, 0)
+        else:
+            _send(self.peers[0], {"arrived": name})
+        released.wait()
+
+    def _arrive(self, name, node_rank):
+        with self.lock:
+            there = self.arrived.setdefault(name, set())
+            there.add(node_rank)
+            complete = len(there) == self.nnodes
+        if complete:
+            for sock in self.peers.values():
+                try:
+                    _send(sock, {"release": name})
+                except OSError:
+                    pass    # that node is gone: its watch reports it
+            self._event(name).set()
+
     def _watch(self, rank, sock):
+        buf = b""
         while True:
             try:
                 data = sock.recv(4096)
@@ -175,6 +208,14 @@ class Rendezvous:
                 data = b""
             if not data:
                 break
+            buf += data
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                message = json.loads(line)
+                if "arrived" in message and self.node_rank == 0:
+                    self._arrive(message["arrived"], rank)
+                elif "release" in message:
+                    self._event(message["release"]).set()
         if not self.lost.is_set():
             self.lost.set()
             self.on_lost(rank)

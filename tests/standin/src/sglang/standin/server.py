@@ -71,6 +71,7 @@ class Main:
         self.socks = {}           # rank -> socket
         self.sock_lock = threading.Lock()
         self.loaded = {}
+        self.weights_loaded = set()   # ranks of this node with their weights (the cross-node barrier)
         self.all_loaded = threading.Event()
         self.dying = threading.Lock()
         self.state = None
@@ -139,6 +140,10 @@ class Main:
                 if ev["event"] == "exit":
                     time.sleep(0.2)   # let the other ranks' lines reach the log
                     self.die(int(ev["code"]))
+                elif ev["event"] == "weights_loaded":
+                    self.weights_loaded.add(rank)
+                    if len(self.weights_loaded) == len(self.socks):
+                        threading.Thread(target=self.cross_node_barrier, daemon=True).start()
                 elif ev["event"] == "loaded":
                     self.loaded[rank] = ev.get("times", {})
                     if len(self.loaded) == len(self.socks):
@@ -213,6 +218,7 @@ class Main:
             rdv = Rendezvous(args.dist_init_addr, args.nnodes, args.node_rank,
                              self.per_node, timeout_s, self.on_node_lost, logs.write_raw)
             rdv.join()
+            self.rdv = rdv
         except RendezvousError as e:
             self.fail(f"Scheduler hit an exception: Traceback (most recent call last):\n"
                       '  File "/opt/sglang/venvs/0.5.23/lib/python3.11/site-packages/sglang/srt/distributed/bootstrap.py", '
@@ -221,6 +227,12 @@ class Main:
                       f"{e.args[0]}")
         self.first_rank = first
         self.rank_command({"cmd": "joined"})
+
+    def cross_node_barrier(self):
+        """Every rank of this node has its weights: the memory check after loading is an
+        all-reduce over the ranks of every node, so they go on only once all nodes are there."""
+        self.rdv.barrier("weights_loaded")
+        self.rank_command({"cmd": "proceed"})
 
     def on_node_lost(self, node_rank):
         """A node's connection closed after the rendezvous: the next collective fails, as
@@ -346,6 +358,8 @@ class Main:
             self.join_nodes()
         while not self.all_loaded.wait(1.0):
             pass
+        if args.nnodes > 1:
+            self.rdv.barrier("loaded")   # CUDA graph capture runs TP forwards: no node ends it alone
         times = dict(self.loaded.get(min(self.loaded), {}))
         t_http = time.monotonic()
         self.checkpoint("http_server")
