@@ -20,6 +20,7 @@ sees half a decision.
 """
 import json
 import os
+import tempfile
 import time
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Assessment
@@ -41,8 +42,8 @@ class ServerAborted(Exception):
 
 def _create_once(path, data):
     """Write data as JSON to path unless path exists; True when this call created it."""
-    tmp = "%s.%d.tmp" % (path, os.getpid())
-    with open(tmp, "w", encoding="utf-8") as fh:
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=os.path.basename(path) + ".", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(data, fh, indent=2)
         fh.write("\n")
     try:

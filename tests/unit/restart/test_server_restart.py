@@ -43,8 +43,9 @@ def _node(tmp_path, node, scripts, follows=(), host=None, **overrides):
     clock = Clock()
     host = host or FakeHost()
     probe = FollowingProbe(clock, host, str(folder), follows)
-    return make_procedure(tmp_path, scripts, host=host, clock=clock, probe=probe,
-                          server=_sync(folder, node), **overrides)
+    proc = make_procedure(tmp_path, scripts, host=host, clock=clock, probe=probe, server=_sync(folder, node),
+                          **overrides)[0]
+    return proc, host
 
 
 def _run_together(*procedures):
@@ -72,9 +73,9 @@ def _json(path):
 
 
 def test_a_stall_on_node_1_restarts_both_nodes_and_node_0_calls_the_server_ready(tmp_path):
-    head, head_host, *_ = _node(tmp_path, "pair-0", [[progressing()], [progressing(), ready()]], follows=[1])
-    tail, tail_host, *_ = _node(tmp_path, "pair-1", [[progressing(), stalled("stall_idle")], [progressing()]],
-                                follows=[2])
+    head, head_host = _node(tmp_path, "pair-0", [[progressing()], [progressing(), ready()]], follows=[1])
+    tail, tail_host = _node(tmp_path, "pair-1", [[progressing(), stalled("stall_idle")], [progressing()]],
+                            follows=[2])
     head_res, tail_res = _run_together(head, tail)
 
     assert head_host.events == tail_host.events == ["stop", "start", "stop", "start"]
@@ -97,8 +98,8 @@ def test_a_stall_on_node_1_restarts_both_nodes_and_node_0_calls_the_server_ready
 
 def test_the_server_is_handed_over_with_the_node_named_when_the_policy_says_so(tmp_path):
     crash = ("failed", "weight_load", "cuda_oom", "CUDA out of memory")
-    head, head_host, *_ = _node(tmp_path, "pair-0", [[progressing()]], follows=[1])
-    tail, tail_host, *_ = _node(tmp_path, "pair-1", [[crash]])
+    head, head_host = _node(tmp_path, "pair-0", [[progressing()]], follows=[1])
+    tail, tail_host = _node(tmp_path, "pair-1", [[crash]])
     head_res, tail_res = _run_together(head, tail)
     assert head_host.events == tail_host.events == ["stop", "start"]
     for res in (head_res, tail_res):
@@ -107,8 +108,8 @@ def test_the_server_is_handed_over_with_the_node_named_when_the_policy_says_so(t
 
 
 def test_a_node_failing_its_preflight_stops_every_node_before_anything_is_stopped(tmp_path):
-    head, head_host, *_ = _node(tmp_path, "pair-0", [[ready()]])
-    tail, tail_host, *_ = _node(tmp_path, "pair-1", [[ready()]], host=FakeHost(installed=False))
+    head, head_host = _node(tmp_path, "pair-0", [[ready()]])
+    tail, tail_host = _node(tmp_path, "pair-1", [[ready()]], host=FakeHost(installed=False))
     head_res, tail_res = _run_together(head, tail)
     assert head_host.events == tail_host.events == []
     assert tail_res["reason_code"] == "unit_missing"
@@ -118,8 +119,8 @@ def test_a_node_failing_its_preflight_stops_every_node_before_anything_is_stoppe
 
 def test_a_node_whose_gpus_stay_held_keeps_every_node_from_starting(tmp_path):
     stuck = FakeHost(pids_after_stop=10_000)
-    head, head_host, *_ = _node(tmp_path, "pair-0", [[ready()]])
-    tail, tail_host, *_ = _node(tmp_path, "pair-1", [[ready()]], host=stuck, release_timeout_s=4.0)
+    head, head_host = _node(tmp_path, "pair-0", [[ready()]])
+    tail, tail_host = _node(tmp_path, "pair-1", [[ready()]], host=stuck, release_timeout_s=4.0)
     head_res, tail_res = _run_together(head, tail)
     assert "start" not in head_host.events and "start" not in tail_host.events
     assert tail_res["reason_code"] == "gpu_not_released"
@@ -151,7 +152,7 @@ def test_the_first_node_to_decide_an_attempt_decides_it_for_all(tmp_path):
         t.start()
     for t in threads:
         t.join()
-    assert len(set(won)) == 1 and won[0] in NODES
+    assert len(won) == 2 and len(set(won)) == 1 and won[0] in NODES
     assert not [f for f in os.listdir(str(tmp_path / "s")) if f.endswith(".tmp")]
 
 
