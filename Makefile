@@ -5,8 +5,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
-# Molecule scenarios run by `make test`, in this order.
-MOLECULE_SCENARIOS ?= default restart fleet
+# Molecule scenarios run by `make test`, in this order; "a+b" runs a and b at the same time
+# (bin/molecule-scenarios).
+MOLECULE_SCENARIOS ?= default restart+fleet
 
 .PHONY: help venv podman image unit detector alerts lint collection sanity units molecule test demo bench bench-restart bench-supervisor clean
 
@@ -69,11 +70,7 @@ units: collection
 
 # Every scenario builds on the shared base .config/molecule/config.yml (molecule/README.md).
 molecule: venv image
-	@set -e; . bin/podman-env; for s in $(MOLECULE_SCENARIOS); do \
-	  echo "== molecule test -s $$s"; start=$$SECONDS; \
-	  $(VENV)/bin/molecule --base-config .config/molecule/config.yml test -s $$s; \
-	  echo "== molecule test -s $$s passed in $$((SECONDS - start)) s"; \
-	done
+	@VENV=$(VENV) bin/molecule-scenarios $(MOLECULE_SCENARIOS)
 
 # The unit tests (one core, about 6 min) run beside the rest, whose first half (the
 # checks, then Molecule's converge of the default host) is not timing-sensitive either;
