@@ -5,9 +5,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
-# Molecule scenarios run by `make test`, in this order; "a+b" runs a and b at the same time
-# (bin/molecule-scenarios).
-MOLECULE_SCENARIOS ?= default restart+fleet
+# Molecule scenarios run by `make test`, in this order; "a+b" would run a and b at the same
+# time (bin/molecule-scenarios; README, "Tests").
+MOLECULE_SCENARIOS ?= default restart fleet
 
 .PHONY: help venv podman image unit detector alerts lint collection sanity units molecule test demo bench bench-restart bench-supervisor clean
 
