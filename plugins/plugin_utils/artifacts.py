@@ -25,6 +25,17 @@ def iso_utc(epoch_s):
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch_s))
 
 
+def unused_stamp_name(base, epoch_s):
+    """The UTC stamp of epoch_s as a folder name not yet in base (two runs in the same
+    second keep both: <stamp>-2, ...)."""
+    stamp = name = utc_stamp(epoch_s)
+    n = 1
+    while os.path.exists(os.path.join(base, name)):
+        n += 1
+        name = "%s-%d" % (stamp, n)
+    return name
+
+
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -39,12 +50,7 @@ class RunArtifacts:
 
     def __init__(self, root, host, started_epoch_s):
         base = os.path.join(os.path.abspath(root), safe_name(host))
-        stamp = utc_stamp(started_epoch_s)
-        path = os.path.join(base, stamp)
-        n = 1
-        while os.path.exists(path):  # two runs in the same second keep both
-            n += 1
-            path = os.path.join(base, "%s-%d" % (stamp, n))
+        path = os.path.join(base, unused_stamp_name(base, started_epoch_s))
         os.makedirs(path)
         self.path = path
 

@@ -25,7 +25,7 @@ import time
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Assessment
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import retry_policy
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import safe_name, utc_stamp
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import safe_name, unused_stamp_name
 
 WAIT_POLL_S = 1.0
 
@@ -69,13 +69,8 @@ def run_folder(root, server, run_key, now_epoch_s):
     base = os.path.join(os.path.abspath(root), safe_name(server))
     keys = os.path.join(base, ".runs")
     os.makedirs(keys, exist_ok=True)
-    stamp = name = utc_stamp(now_epoch_s)
-    n = 1
-    while os.path.exists(os.path.join(base, name)):   # two runs in the same second keep both
-        n += 1
-        name = "%s-%d" % (stamp, n)
     key_path = os.path.join(keys, safe_name(run_key))
-    _create_once(key_path, {"folder": name})
+    _create_once(key_path, {"folder": unused_stamp_name(base, now_epoch_s)})
     folder = os.path.join(base, _read(key_path)["folder"])
     os.makedirs(folder, exist_ok=True)
     return folder
@@ -164,7 +159,8 @@ class ServerSync:
             return _as_assessment(decided, t)
         gone = self.aborted()
         if gone is not None:
-            return Assessment(t, "unknown", "failed", gone.code, "node %s gave up: %s" % (gone.node, gone.reason))
+            return Assessment(t, "unknown", "failed", "server_node_gave_up",
+                              "node %s gave up: %s" % (gone.node, gone.reason))
         return None
 
     def settle(self, n, own, max_attempts, earlier_codes, spin_grace_s=0.0):

@@ -195,3 +195,14 @@ def test_a_server_spinning_everywhere_is_decided_as_a_hung_collective_after_the_
     outcome, decision = head.settle(1, SPIN, 3, [], spin_grace_s=190)
     assert outcome.reason_code == "stall_spin" and outcome.reason.startswith("node pair-0: ")
     assert not decision.restarts and sum(clock.slept) == 190
+
+
+def test_a_node_that_gives_up_during_the_watch_ends_every_node_s_watch_with_a_hand_over(tmp_path):
+    peer = ServerSync(str(tmp_path / "s"), "pair", NODES, "pair-1")
+    head = ServerSync(str(tmp_path / "s"), "pair", NODES, "pair-0")
+    peer.abort("interrupted", "interrupted by SIGINT")
+    own = head.peer_outcome(1, 12.0)
+    assert own.reason_code == "server_node_gave_up" and "node pair-1 gave up: interrupted by SIGINT" in own.reason
+    outcome, decision = head.settle(1, own, 3, [])
+    assert not decision.restarts and outcome.reason_code == "server_node_gave_up"
+    assert head.decision(1) is None   # an abort is no decision of the attempt
