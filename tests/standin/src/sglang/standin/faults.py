@@ -15,7 +15,11 @@ RANK_PHASES = ("distributed_init", "weight_load", "post_load", "kv_cache", "jit_
 MAIN_PHASES = ("http_server", "warmup")
 PHASES = RANK_PHASES + MAIN_PHASES
 KINDS = ("stall", "fatal", "exit", "port_in_use", "slow_disk", "long_jit", "leftover",
-         "hang_after_ready")
+         "hang_after_ready", "autotune", "tuning_loop", "benign_line")
+# Behaviours of a healthy start that look alarming from outside; they run in a rank phase
+# (at its first line, or after `at` items) and the start then goes on to ready.
+BENIGN_KINDS = ("autotune", "tuning_loop", "benign_line")
+BENIGN_DEFAULT_PHASE = {"autotune": "cuda_graph", "tuning_loop": "cuda_graph", "benign_line": "weight_load"}
 MODES = ("idle", "spin")
 
 _ALLOWED = {
@@ -27,6 +31,9 @@ _ALLOWED = {
     "long_jit": {"seconds", "compilers"},
     "leftover": {"rank", "escape_cgroup"},
     "hang_after_ready": {"after_s", "mode"},
+    "autotune": {"phase", "at", "ranks", "seconds", "configs", "workers"},
+    "tuning_loop": {"phase", "at", "ranks", "seconds", "period_s", "burst_s"},
+    "benign_line": {"phase", "at", "ranks", "line"},
 }
 
 
@@ -46,6 +53,10 @@ class Fault:
     rank: int = -1              # leftover: which TP rank survives (-1 = the last)
     escape_cgroup: bool = True
     after_s: float = 0.0
+    configs: int = 6            # autotune: kernel configs that do not fit (one record each)
+    workers: int = 0            # autotune: compile workers at a time (0 = the jit_compilers setting)
+    period_s: tuple = (30.0, 60.0)   # tuning_loop: seconds between two GPU bursts (drawn in this range)
+    burst_s: float = 2.0        # tuning_loop: how long one burst shows on nvidia-smi
     times: int = 0              # 0 = every start
     raw: dict = field(default_factory=dict, compare=False)
 
@@ -69,9 +80,15 @@ def parse(data):
         extra = set(item) - _ALLOWED[kind] - {"kind", "times"}
         if extra:
             raise ValueError(f"fault {kind}: unknown keys {sorted(extra)}")
-        phase = item.get("phase", "")
+        phase = item.get("phase", BENIGN_DEFAULT_PHASE.get(kind, ""))
         if kind in ("stall", "fatal", "exit") and phase not in PHASES:
             raise ValueError(f"fault {kind}: phase must be one of {', '.join(PHASES)}")
+        if kind in BENIGN_KINDS and phase not in RANK_PHASES:
+            raise ValueError(f"fault {kind}: phase must be one of {', '.join(RANK_PHASES)}")
+        period = item.get("period_s", (30.0, 60.0))
+        period = (period, period) if isinstance(period, (int, float)) else tuple(period)
+        if kind == "tuning_loop" and (len(period) != 2 or not 0 < float(period[0]) <= float(period[1])):
+            raise ValueError("fault tuning_loop: period_s must be a number or [low, high] with 0 < low <= high")
         mode = item.get("mode", "idle")
         if mode not in MODES:
             raise ValueError(f"fault {kind}: mode must be idle or spin")
@@ -80,6 +97,8 @@ def parse(data):
             raise ValueError("fault fatal: then must be hang or exit")
         line = item.get("line", ())
         line = (line,) if isinstance(line, str) else tuple(line)
+        if kind == "benign_line" and not line:
+            line = ("inductor_oom",)
         if kind == "fatal" and not line:
             raise ValueError("fault fatal: needs a line (a preset name or text)")
         read = float(item.get("read_mib_s", 0.5))
@@ -91,7 +110,9 @@ def parse(data):
             read_mib_s=read, seconds=float(item.get("seconds", 60.0)),
             compilers=int(item.get("compilers", 0)), rank=int(item.get("rank", -1)),
             escape_cgroup=bool(item.get("escape_cgroup", True)),
-            after_s=float(item.get("after_s", 0.0)), times=int(item.get("times", 0)), raw=item))
+            after_s=float(item.get("after_s", 0.0)), configs=int(item.get("configs", 6)),
+            workers=int(item.get("workers", 0)), period_s=(float(period[0]), float(period[1])),
+            burst_s=float(item.get("burst_s", 2.0)), times=int(item.get("times", 0)), raw=item))
     return faults
 
 

@@ -13,7 +13,7 @@ import threading
 import time
 
 from sglang.standin import faults as faults_mod
-from sglang.standin import logs
+from sglang.standin import inductor, logs
 from sglang.standin.gpustate import Holder, read_holders
 from sglang.standin.procs import burn, child_setup, sleep_forever, spawn
 from sglang.standin.settings import from_dict
@@ -108,7 +108,25 @@ class Rank:
             burn(None, self.s.spin_duty)
         sleep_forever()
 
+    def benign(self, phase, at):
+        """The behaviours of a healthy start that look alarming (faults.BENIGN_KINDS)."""
+        for f in self.faults:
+            if f.kind not in faults_mod.BENIGN_KINDS or f.phase != phase or f.at != at:
+                continue
+            if f.kind == "benign_line" and self._mine(f, False):
+                for preset in f.line:
+                    if preset == "inductor_oom":
+                        logs.write_raw(inductor.autotune_record() + "\n")
+                    else:
+                        for msg in logs.fatal_messages(preset, self.rank, self.s):
+                            self.log(msg)
+            elif f.kind == "autotune" and self._mine(f, False):
+                inductor.autotune(f, self.holder, self.s)
+            elif f.kind == "tuning_loop" and self._mine(f, True):
+                inductor.tuning_loop(f, self.holder)
+
     def checkpoint(self, phase, at=0):
+        self.benign(phase, at)
         for f in self.faults:
             if f.phase != phase or f.at != at or f.kind not in ("stall", "fatal", "exit"):
                 continue
