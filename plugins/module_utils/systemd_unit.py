@@ -13,7 +13,7 @@ _VENV_PYTHON = re.compile(r"(/[^\s;'\"]+?)/bin/python[0-9.]*\b")
 SUPERVISOR_MARK = "sglang-supervisor"
 
 
-UNIT_NAME = re.compile(r"^[A-Za-z0-9@_.:\\-]+$")
+UNIT_NAME = re.compile(r"[A-Za-z0-9@_.:\\-]+\Z")
 
 
 def check_unit_name(unit):
@@ -101,9 +101,12 @@ def _env_files(v):
 
 
 def parse_properties(text):
-    """`systemctl show` output (KEY=VALUE lines) as a dict."""
+    """`systemctl show` output (KEY=VALUE lines) as a dict. systemctl ends each property
+    with \\n and nothing else: a value may hold any other line break (a served model name
+    with U+2028 in ExecStart), which str.splitlines() would take for the start of a
+    property of its own (a forged MainPID=, Result=)."""
     props = {}
-    for line in text.splitlines():
+    for line in text.split("\n"):
         key, sep, value = line.partition("=")
         if sep:
             props[key.strip()] = value.strip()

@@ -2,8 +2,11 @@
 
 systemd reads a unit line by line: a newline (or any control character) in a value
 would start a directive of its own, and a value ending in a backslash would swallow
-the next line. Every function here refuses such values (ValueError), so a value
-can only ever be the value it was meant to be. Then, per context (systemd.unit(5),
+the next line. The Unicode line separators (U+0085, U+2028, U+2029) are harmless to
+systemd but end a line for Python's `str.splitlines`, which readers of the unit's
+values use (`systemctl show`, journal text); they are refused as well. Every function
+here refuses such values (ValueError), so a value can only ever be the value it was
+meant to be. Then, per context (systemd.unit(5),
 systemd.exec(5), systemd.service(5)):
 
 - `environment_assignment`: Environment=. Specifiers (%) are resolved first, then the
@@ -16,13 +19,16 @@ systemd.exec(5), systemd.service(5)):
 """
 import re
 
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_PLAIN_WORD = re.compile(r"^[A-Za-z0-9_./:,=+@-]+$")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_PLAIN_WORD = re.compile(r"[A-Za-z0-9_./:,=+@-]+\Z")
+# C0 controls, DEL, C1 controls (U+0085 among them) and the two Unicode line separators:
+# every character str.splitlines() splits on, and every other control character.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def control_character(value):
-    """The first control character of `value` (newline, tab, escape, DEL...), or None."""
+    """The first control character or line separator of `value` (newline, tab, escape,
+    DEL, U+0085, U+2028...), or None."""
     found = _CONTROL.search(str(value))
     return found.group(0) if found else None
 
@@ -32,7 +38,8 @@ def check_line_safe(value, what="value"):
     text = str(value)
     bad = control_character(text)
     if bad is not None:
-        raise ValueError("%s holds the control character %r; a unit file value cannot" % (what, bad))
+        kind = "line separator" if bad in "\u2028\u2029" else "control character"
+        raise ValueError("%s holds the %s %r (U+%04X); a unit file value cannot" % (what, kind, bad, ord(bad)))
     if text.endswith("\\"):
         raise ValueError("%s ends with a backslash, which would join the next line of the unit" % what)
     return text

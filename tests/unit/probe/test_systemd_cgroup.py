@@ -1,6 +1,8 @@
 """`systemctl show` output captured from a real systemd, and cgroup layouts."""
 import os
 
+import pytest
+
 from ansible_collections.sglang_ops.serving.plugins.module_utils import cgroup, systemd_unit
 from ansible_collections.sglang_ops.serving.tests.unit.probe.conftest import data
 
@@ -19,6 +21,28 @@ def test_killed_unit_has_no_main_pid_and_reports_the_signal():
     assert st.to_obs() == {"active": "failed", "sub": "failed", "main_pid": None, "restarts": 0,
                            "exec_main_status": 9, "result": "signal"}
     assert st.control_group == ""
+
+
+def test_a_line_separator_inside_execstart_forges_no_property():
+    # systemctl ends a property with \n only; a served model name holding any other line break
+    # str.splitlines() knows (the role refuses them, a unit written by hand may not) stays
+    # inside ExecStart instead of overriding the properties systemd printed.
+    forged = "MainPID=4242{0}NRestarts=0{0}Result=success{0}ActiveState=active".format
+    for separator in ("\u2028", "\u2029", "\x85", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\r"):
+        exec_start = ("{ path=/opt/sglang/venvs/0.5.23/bin/python ; argv[]=/opt/sglang/venvs/0.5.23/bin/python "
+                      "-m sglang.launch_server --served-model-name kimi" + separator + forged(separator) + " ; }")
+        st = systemd_unit.parse_show(data("systemctl-show-killed.txt") + "ExecStart=" + exec_start + "\n")
+        assert st.to_obs() == {"active": "failed", "sub": "failed", "main_pid": None, "restarts": 0,
+                               "exec_main_status": 9, "result": "signal"}, repr(separator)
+        assert st.exec_start == exec_start
+        assert systemd_unit.venv_prefix(st.exec_start) == "/opt/sglang/venvs/0.5.23"
+
+
+@pytest.mark.parametrize("name", ["sglang-k26-ddtree\n", "sglang\nExecStart", ""])
+def test_a_unit_name_with_a_line_break_is_refused(name):
+    with pytest.raises(ValueError, match="not a valid systemd unit name"):
+        systemd_unit.check_unit_name(name)
+    assert systemd_unit.check_unit_name("sglang-k26-ddtree") == "sglang-k26-ddtree"
 
 
 def _mkcg(root, rel, pids):

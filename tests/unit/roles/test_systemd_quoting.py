@@ -30,7 +30,8 @@ def test_directive_value_only_escapes_specifiers(value):
 
 
 @pytest.mark.parametrize("value", ["a\nExecStartPre=+/bin/sh", "a\rb", "a\x00b", "tab\there", "esc\x1b", "del\x7f",
-                                   "ends with \\"])
+                                   "ends with \\", "kimi\u2028MainPID=1", "kimi\u2029Result=success", "nel\x85NRestarts=0",
+                                   "vt\x0bx", "ff\x0cx", "fs\x1cx", "gs\x1dx", "rs\x1ex", "csi\x9bx"])
 @pytest.mark.parametrize("render", [systemd_quoting.exec_argument, systemd_quoting.directive_value,
                                     lambda v, what="x": systemd_quoting.environment_assignment("NAME", v, what)])
 def test_values_that_could_break_a_line_are_refused_with_their_name(value, render):
@@ -38,7 +39,15 @@ def test_values_that_could_break_a_line_are_refused_with_their_name(value, rende
         render(value, "my_variable")
 
 
-@pytest.mark.parametrize("name", ["", "1X", "A B", "A=B", "A\nB", "A-B"])
+def test_every_character_splitlines_splits_on_is_refused_by_name():
+    separators = [chr(c) for c in range(0x110000) if len(("a%sb" % chr(c)).splitlines()) == 2]
+    assert {"\n", "\x85", "\u2028", "\u2029"} <= set(separators)
+    for separator in separators:
+        with pytest.raises(ValueError, match="^sglang_service_served_model_name holds the .*U\\+%04X" % ord(separator)):
+            systemd_quoting.check_line_safe("kimi" + separator + "MainPID=1", "sglang_service_served_model_name")
+
+
+@pytest.mark.parametrize("name", ["", "1X", "A B", "A=B", "A\nB", "A-B", "A\u2028B"])
 def test_environment_names_must_be_variable_names(name):
     with pytest.raises(ValueError):
         systemd_quoting.environment_assignment(name, "x")
