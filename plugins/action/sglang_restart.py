@@ -101,7 +101,8 @@ class ActionModule(ActionBase):
             port.probe_args["completion"] = "never"   # only node 0 serves the API
         options = RestartOptions(args, settings, retry_policy.Backoff(base_s=args["backoff_base_s"],
                                                                       max_s=args["backoff_max_s"]),
-                                 random.Random().random)
+                                 random.Random().random,
+                                 defaults={name: spec.get("default") for name, spec in ARGUMENT_SPEC.items()})
         procedure = RestartProcedure(
             host, options, port, artifacts, lock=lock, server=server,
             prewarm=lambda options, step_s, max_total_s: prewarm_step.prewarm(

@@ -91,6 +91,8 @@ _CLASSES = (
                  "the server restarts as one; the node named gave up first, its own report says why"),
     FailureClass("server_node_supervised", "preflight", "a node of the server runs under the unit supervisor",
                  False, "the supervisor decides for one host; set sglang_service_supervisor: false on every node"),
+    FailureClass("option_not_applicable", "preflight", "a restart option has no effect on a supervised unit", False,
+                 "the unit's supervisor decides every start; set its own setting (sglang_service_*) or drop the option"),
     FailureClass("probe_error", "stalled", "the probe could not observe the host", False,
                  "without observations nothing can be decided; fix access to the host first", exit_code=87),
 )

@@ -95,11 +95,12 @@ def _decision(a, obs, watched_s, options):
     return a
 
 
-def _open_trace(target, poll_s, obs):
+def _open_trace(target, options, obs):
     if target is None:
         return None
     gpus = len(obs.get("gpus") or [])
-    return TraceWriter(target.path, trace_header(target.name, target.unit, poll_s, gpus, target.description))
+    return TraceWriter(target.path, trace_header(target.name, target.unit, options.poll_s, gpus, target.description,
+                                                 settings=options.settings))
 
 
 def _decided_elsewhere(options, watched_s):
@@ -142,7 +143,7 @@ def watch_start(port, options, t0, new_detector=None):
             stacks = bool(a.want_stacks)
             decided = _decision(a, obs, port.clock() - t0, options)
             if trace is None:
-                trace = _open_trace(options.trace, options.poll_s, obs)
+                trace = _open_trace(options.trace, options, obs)
             if trace is not None:
                 trace.append(obs, decided)
             if decided.verdict in FINAL_VERDICTS:

@@ -53,6 +53,8 @@ def check_header(header, path="<trace>", line_no=1):
                 "expect.outcome must be one of %s" % ", ".join(_OUTCOMES))
         if exp["outcome"] != "ready":
             _expect(isinstance(exp.get("onset_t"), _NUM), path, line_no, "expect.onset_t must be a number")
+    _expect(header.get("settings") is None or isinstance(header["settings"], dict), path, line_no,
+            "settings must be a JSON object (the detector settings that decided)")
     return header
 
 
@@ -167,13 +169,88 @@ def read_trace(path):
     return header, observations
 
 
-def trace_header(name, unit, poll_s, gpus, description=""):
-    """The first line of a trace. No `expect`: a recorded start carries no label."""
+def trace_header(name, unit, poll_s, gpus, description="", settings=None):
+    """The first line of a trace. No `expect`: a recorded start carries no label.
+
+    settings: the DetectorSettings that decide this start; recorded as `settings` (every
+    field) with `code` (code_version()), so `replay` decides the trace as it was decided.
+    """
     header = {"format": FORMAT, "name": name, "unit": unit, "poll_s": float(poll_s)}
     if gpus:  # a host where nvidia-smi could not be read leaves the count out
         header["gpus"] = int(gpus)
     header["description"] = description
+    if settings is not None:
+        header["settings"] = settings.to_dict()
+        header["code"] = code_version()
     return header
+
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _collection_version(root):
+    """`version` of the collection whose root is root: galaxy.yml (a checkout) or
+    MANIFEST.json (an installed collection); None when neither is there (the copy of
+    module_utils the service role installs on a host)."""
+    try:
+        with open(os.path.join(root, "MANIFEST.json"), encoding="utf-8") as fh:
+            return str(json.load(fh)["collection_info"]["version"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    try:
+        with open(os.path.join(root, "galaxy.yml"), encoding="utf-8") as fh:
+            for line in fh:
+                key, sep, value = line.partition(":")
+                if sep and key.strip() == "version" and not line[0].isspace():
+                    return value.split("#", 1)[0].strip().strip("'\"") or None
+    except OSError:
+        pass
+    return None
+
+
+def _git_commit(root):
+    """The commit checked out at root (read from .git, no git command), or None."""
+    git = os.path.join(root, ".git")
+    try:
+        if os.path.isfile(git):   # a worktree or submodule: "gitdir: PATH"
+            with open(git, encoding="utf-8") as fh:
+                git = os.path.join(root, fh.read().split(":", 1)[1].strip())
+        with open(os.path.join(git, "HEAD"), encoding="utf-8") as fh:
+            head = fh.read().strip()
+        if not head.startswith("ref:"):
+            return head or None
+        ref = head[4:].strip()
+        common = git
+        if os.path.isfile(os.path.join(git, "commondir")):
+            with open(os.path.join(git, "commondir"), encoding="utf-8") as fh:
+                common = os.path.join(git, fh.read().strip())
+        for base in (git, common):
+            try:
+                with open(os.path.join(base, ref), encoding="utf-8") as fh:
+                    return fh.read().strip() or None
+            except OSError:
+                pass
+        with open(os.path.join(common, "packed-refs"), encoding="utf-8") as fh:
+            for line in fh:
+                sha, dummy_sep, name = line.strip().partition(" ")
+                if name == ref:
+                    return sha
+    except (OSError, IndexError):
+        pass
+    return None
+
+
+def code_version(root=_ROOT):
+    """{"collection": galaxy.yml's version, "commit": the git commit}: the code that
+    decided; either is None where it cannot be read."""
+    return {"collection": _collection_version(root), "commit": _git_commit(root)}
+
+
+def header_settings(header):
+    """The detector settings a trace's header records (a dict of overrides), or None for a
+    trace recorded without them (the corpus, older traces)."""
+    settings = header.get("settings")
+    return settings if isinstance(settings, dict) else None
 
 
 def _relative_t(ts, t0):

@@ -47,6 +47,18 @@ description:
     run (docs/architecture.md).
   - When it gives up and the incident report writer is installed, the report is written
     beside C(run.json).
+  - "A unit under its supervisor (C(sglang_service_supervisor=true), the default): the
+    supervisor decides every start and systemd restarts the unit, so the task restarts it
+    once and follows the supervisor's starts. Options there: O(poll_s),
+    O(start_timeout_s), O(kill_orphans) (leftovers killed before the restart),
+    O(prewarm), O(break_lock), O(artifacts_dir) and O(completion_model) apply; O(detector),
+    O(max_attempts), O(backoff_base_s), O(backoff_max_s), O(stop_timeout_s),
+    O(failed_stop_timeout_s), O(release_timeout_s) and O(gpu_idle_mib) set to anything but
+    their default are refused before anything changes (C(option_not_applicable)), naming
+    the role variable that does the same (C(sglang_service_supervisor_detector),
+    C(sglang_service_start_limit_burst), C(sglang_service_restart_sec),
+    C(sglang_service_timeout_stop_s)); O(metrics_dir) is not used, the supervisor writes
+    the metrics itself. run.json then records the supervisor's settings, as its traces do."
 version_added: "0.1.0"
 author:
   - sglang-ops maintainers (@sglang-ops)
@@ -74,7 +86,9 @@ options:
     type: float
     default: 5.0
   max_attempts:
-    description: Starts in total, the first included (3 = the first start and up to 2 restarts).
+    description:
+      - Starts in total, the first included (3 = the first start and up to 2 restarts).
+      - Unsupervised units only; refused on a supervised one unless left at the default.
     type: int
     default: 3
   start_timeout_s:
@@ -102,7 +116,9 @@ options:
     type: int
     default: 1024
   kill_orphans:
-    description: Kill leftover server processes outside the unit that hold GPU memory.
+    description:
+      - Kill leftover server processes outside the unit that hold GPU memory (after the stop;
+        on a supervised unit, before its restart).
     type: bool
     default: false
   artifacts_dir:
@@ -123,7 +139,9 @@ options:
       - Unset (the default), no metrics file is written.
     type: path
   detector:
-    description: Detector settings overrides (names in docs/detector.md); unknown names fail before anything changes.
+    description:
+      - Detector settings overrides (names in docs/detector.md); unknown names fail before anything changes.
+      - Unsupervised units only; on a supervised unit set C(sglang_service_supervisor_detector) instead.
     type: dict
     default: {}
   completion_model:

@@ -22,7 +22,8 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.start_watch imp
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import (
     host_checks, host_lock, metrics_step, server_sync, supervised_restart, systemctl_verbs)
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import iso_utc, redact_secrets
-from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import relative_observation
+from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import (
+    TraceFormatError, code_version, header_settings, read_trace, relative_observation)
 
 RELEASE_POLL_S = 2.0
 SETTLE_NUDGE_S = 10.0
@@ -84,11 +85,42 @@ class RestartOptions:
     backoff: object                    # retry_policy.Backoff
     rng: object = random.random        # jitter source of the backoff
     new_detector: object = Detector    # new_detector(settings) -> a detector
+    defaults: dict = dataclasses.field(default_factory=dict)   # each option's default (the module's spec)
+
+    def changed_from_default(self, names):
+        """The options among names that the task sets to something other than their default."""
+        return [n for n in names if n in self.defaults and self.args.get(n) != self.defaults[n]]
 
     def watch(self, trace=None, outlook=None, decided_elsewhere=None):
         return WatchOptions(poll_s=self.args["poll_s"], start_timeout_s=self.args["start_timeout_s"],
                             settings=self.settings, trace=trace, outlook=outlook,
                             decided_elsewhere=decided_elsewhere)
+
+
+# Options of the playbook's own watch that a supervised unit cannot honour: its supervisor
+# decides every start and systemd restarts it. Each names the sglang_service role variable
+# that sets the same thing for the supervised unit.
+SUPERVISOR_DECIDES = {
+    "detector": "sglang_service_supervisor_detector",
+    "max_attempts": "sglang_service_start_limit_burst",
+    "backoff_base_s": "sglang_service_restart_sec",
+    "backoff_max_s": "sglang_service_restart_sec",
+    "stop_timeout_s": "sglang_service_timeout_stop_s",
+    "failed_stop_timeout_s": "sglang_service_timeout_stop_s",
+    "release_timeout_s": None,
+    "gpu_idle_mib": None,
+}
+
+
+def supervised_option_problem(options):
+    """Words refusing the options a supervised unit would silently ignore, or None."""
+    ignored = options.changed_from_default(SUPERVISOR_DECIDES)
+    if not ignored:
+        return None
+    return ("option(s) %s would have no effect: the unit runs under its supervisor, which decides every start "
+            "(systemd restarts it). Set the supervisor's own instead (%s), or leave them unset for this unit" % (
+                ", ".join(ignored),
+                "; ".join("%s: %s" % (n, SUPERVISOR_DECIDES[n] or "not applicable") for n in ignored)))
 
 
 def _time_to_ready_words(ttr):
@@ -128,7 +160,7 @@ class RestartProcedure:
         self.record = {
             "host": host, "unit": self.unit, "started": iso_utc(port.clock()), "finished": None,
             "outcome": None, "gave_up_because": None, "attempts": [], "preflight": {},
-            "settings": options.settings.to_dict(),
+            "settings": options.settings.to_dict(), "code": code_version(),
             "options": {k: args[k] for k in ("poll_s", "max_attempts", "start_timeout_s",
                                              "stop_timeout_s", "kill_orphans")},
         }
@@ -266,6 +298,12 @@ class RestartProcedure:
             return self._hand_over("preflight", "gpu_busy_foreign",
                                    "GPUs held by processes outside %s: %s" % (
                                        self.unit, "; ".join(h.describe() for h in foreign)))
+        if self.server is None and systemd_unit.is_supervised(state["exec_start"]):
+            refused = supervised_option_problem(self.options)
+            if refused:
+                return self._hand_over("preflight", "option_not_applicable", refused,
+                                       because="nothing was changed: an option that would silently do nothing "
+                                               "is refused")
         orphans = check.of_kind("orphan")
         if orphans and not self.args["kill_orphans"]:
             return self._hand_over("preflight", "orphan_processes",
@@ -288,7 +326,7 @@ class RestartProcedure:
             if handed_over:
                 return handed_over
         elif systemd_unit.is_supervised(state["exec_start"]):
-            return self._supervised()
+            return self._supervised(orphans)
 
         self.outlook = metrics_step.outlook_for(os.path.dirname(self.artifacts.path), self.unit,
                                                 self.args.get("metrics_dir"), self.port.shell, self.port.emit)
@@ -346,9 +384,18 @@ class RestartProcedure:
             self.port.emit("automatic restart: " + decision.reason)
         raise AssertionError("unreachable: the policy hands over when attempts are exhausted")
 
-    def _supervised(self):
+    def _supervised(self, orphans):
         """A unit with its own supervisor: restart it once and stream what the supervisor
-        decides; systemd restarts the unit when that can help. One decider per start."""
+        decides; systemd restarts the unit when that can help. One decider per start.
+        Leftover server processes (orphans) are killed before the restart when kill_orphans
+        allows it (preflight refused them otherwise)."""
+        if orphans:
+            self.stage = "killing leftover server processes before restarting %s" % self.unit
+            self.port.emit("killing leftover server processes: " + "; ".join(h.describe() for h in orphans))
+            self.port.verb("kill-pids", pids=[h.pid for h in orphans])
+            self.changed = True
+            self.record["preflight"].setdefault("orphans_killed", []).extend(
+                redact_secrets(h.describe()) for h in orphans)
         self.stage = "restarting %s and following its supervisor" % self.unit
         self.record["decided_by"] = "supervisor"
         watch = supervised_restart.SupervisedRestart(
@@ -360,6 +407,7 @@ class RestartProcedure:
             raise RemoteStepFailed("%s: %s" % (self.host, exc))
         finally:
             self.record["attempts"] = watch.attempts
+            self._note_supervisor_settings(watch.attempts)
         last = res["last"] or {}
         if res["outcome"] == "ready":
             self.port.emit("ready after %s: decided by the unit's supervisor" % _count(len(watch.attempts), "start"))
@@ -379,6 +427,22 @@ class RestartProcedure:
                                because="systemd left %s %s/%s: %s" % (
                                    self.unit, unit_state.get("active"), unit_state.get("result"), why),
                                verdict=last.get("verdict"))
+
+    def _note_supervisor_settings(self, attempts):
+        """run.json's settings are the ones that decided: on a supervised unit, the
+        supervisor's, as its newest start's trace records them."""
+        for attempt in reversed(attempts):
+            try:
+                header, dummy_obs = read_trace(self.artifacts.abspath(attempt["trace"]))
+            except TraceFormatError:
+                continue
+            recorded = header_settings(header)
+            if recorded:
+                self.record["settings"] = DetectorSettings().with_overrides(recorded).to_dict()
+                self.record["settings_from"] = "the unit's supervisor (%s)" % attempt["trace"]
+                if header.get("code"):
+                    self.record["supervisor_code"] = header["code"]
+                return
 
     def _prewarm(self, options):
         step_s = float(options.pop("step_s", 10.0))

@@ -5,6 +5,10 @@ The last stdout line is the verdict JSON of the replay contract
 before it; `--eta` prints the time-to-ready estimate of each poll (with `--history`:
 earlier starts of the same host, as trace files or the folders that hold them). Exit status: 0 when the trace was read, 2 for a malformed trace or bad
 settings.
+
+The detector settings are those the trace's header records (`settings`, the ones that
+decided the start), so a replay reaches the verdict the watch reached; `--settings-from
+default` uses the defaults instead, and `--set KEY=VALUE` overrides either.
 """
 import json
 import sys
@@ -15,7 +19,8 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.eta import EtaE
 from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import UNDECIDED
 from ansible_collections.sglang_ops.serving.plugins.module_utils.progress_line import progress_line
 from ansible_collections.sglang_ops.serving.plugins.module_utils.start_history import history_traces, load_history
-from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import TraceFormatError, read_trace
+from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import (
+    TraceFormatError, header_settings, read_trace)
 
 HELP = "replay a recorded start (sglang-trace/1) through the stall detector"
 
@@ -29,6 +34,9 @@ def add_arguments(parser):
                              "(artifacts/<host>, a supervisor's starts folder); repeatable")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a detector setting (repeatable), e.g. --set stall_idle_window_s=300")
+    parser.add_argument("--settings-from", choices=("trace", "default"), default="trace",
+                        help="the detector settings to start from: those recorded in the trace's header (the "
+                             "ones that decided; the defaults for a trace without them), or the defaults")
 
 
 def parse_overrides(pairs):
@@ -59,9 +67,22 @@ def replay(header, observations, settings, on_assessment=None):
             "reason_code": last.reason_code, "evidence": last.evidence}
 
 
+def settings_for(header, settings_from, overrides):
+    """The DetectorSettings of a replay: the trace's recorded ones (or the defaults), then
+    the overrides; ValueError names a bad setting."""
+    settings = DetectorSettings()
+    recorded = header_settings(header) if settings_from == "trace" else None
+    if recorded:
+        try:
+            settings = settings.with_overrides(recorded)
+        except ValueError as e:
+            raise ValueError("the settings recorded in the trace: %s (--settings-from default ignores them)" % e)
+    return settings.with_overrides(parse_overrides(overrides))
+
+
 def run(args):
     try:
-        settings = DetectorSettings().with_overrides(parse_overrides(args.overrides))
+        DetectorSettings().with_overrides(parse_overrides(args.overrides))
     except ValueError as e:
         print("sglang-ops replay: %s" % e, file=sys.stderr)
         return 2
@@ -70,6 +91,15 @@ def run(args):
     except TraceFormatError as e:
         print("sglang-ops replay: malformed trace %s" % e, file=sys.stderr)
         return 2
+    try:
+        settings = settings_for(header, getattr(args, "settings_from", "trace"), args.overrides)
+    except ValueError as e:
+        print("sglang-ops replay: %s" % e, file=sys.stderr)
+        return 2
+    if args.verbose:
+        print("settings: %s%s" % (
+            "recorded in the trace" if args.settings_from == "trace" and header_settings(header) else "defaults",
+            " with --set %s" % ", ".join(args.overrides) if args.overrides else ""), file=sys.stderr)
     show = None
     if args.verbose:
         def show(a):
