@@ -57,8 +57,9 @@ def ensure_ansible_runner(argv=None, err=None):
     return EXIT_USAGE
 
 
-def run(args, playbook, need_ready_verdict, out=None, err=None, project_dir=ROOT):
-    """Run `playbook` for the parsed arguments; the exit status (playbook_run.EXIT_*)."""
+def run(args, playbook, need_ready_verdict, out=None, err=None, project_dir=ROOT, after=None):
+    """Run `playbook` for the parsed arguments; the exit status (playbook_run.EXIT_*).
+    after(outcome, out): what the command prints once the playbook ran."""
     out, err = out or sys.stdout, err or sys.stderr
     try:
         extravars = playbook_run.parse_extravars(args.extra_vars)
@@ -76,6 +77,8 @@ def run(args, playbook, need_ready_verdict, out=None, err=None, project_dir=ROOT
     code = outcome.exit_code(need_ready_verdict=need_ready_verdict)
     for host, where in sorted(outcome.reports.items()):
         out.write("incident report for %s: %s\n" % (host, where))
+    if after is not None:
+        after(outcome, out)
     err.write("sglang-ops: %s\n" % describe(outcome, code))
     return code
 

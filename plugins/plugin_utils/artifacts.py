@@ -92,3 +92,19 @@ class RunArtifacts:
             fh.write("\n")
         os.replace(tmp, full)
         return full
+
+
+def newest_report(root, host):
+    """(path of report.md, run folder) of the newest run of host under root (artifacts/) that
+    has an incident report, or None. Run folders are named by their UTC time, so the newest
+    sorts last."""
+    base = os.path.join(root, safe_name(host))
+    try:
+        runs = sorted(os.listdir(base), reverse=True)
+    except OSError:
+        return None
+    for name in runs:
+        report = os.path.join(base, name, "report.md")
+        if os.path.isfile(report):
+            return report, os.path.join(base, name)
+    return None
