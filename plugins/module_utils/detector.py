@@ -1,12 +1,16 @@
 """The stall detector: one observation in, one Assessment out. Pure Python, no I/O.
 
-Progress is anything that moves (docs/detector.md): a new non-heartbeat journal record,
-a tqdm counter that advanced, GPU memory beyond allocator noise, storage reads or
-writes above a noise floor, compiler child processes at work, a better HTTP answer.
-A stall needs no progress AND a waiting signature held for its window (spin, idle,
-stopped processes, nvidia-smi wedged, identical py-spy stacks the hardware agrees with);
-otherwise only the long no-progress fallbacks apply. A line SGLang dies of fails the
-start once the process goes or nothing follows it; a dead main process fails at once.
+It composes the five rules of trust (docs/detector.md); `evidence["rule"]` names the one
+that decided:
+1. no verdict from a line alone: a lethal-looking line is a hypothesis that the process
+   exiting or the start freezing after it confirms (line_confirmation.py);
+2. any sign of life defers: progress channels, bursts of GPU utilisation, child processes
+   coming and going, stacks that change (life_signs.py);
+3. a stall needs a positive signature: frozen, parked (identical stacks in a wait, GPUs
+   flat), spinning, stopped, or dead (this module's `_judge_silence`);
+4. never keep a server down by our own verdict: observe-only starts (observe_gate.py);
+5. blind means patient, not deaf: longer windows without GPU readings or stacks, a frozen
+   CPU clock or stopped processes decide alone, and a hard ceiling ends every start.
 Records journald cut at LineMax are joined before anything reads them.
 """
 import functools
@@ -17,6 +21,11 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils import log_line
 from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings
 from ansible_collections.sglang_ops.serving.plugins.module_utils.durations import fmt_duration
 from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import FAILURE_CLASSES, FINAL_VERDICTS
+from ansible_collections.sglang_ops.serving.plugins.module_utils.life_signs import (
+    FrozenClock, GpuBursts, children_changed, stacks_changed)
+from ansible_collections.sglang_ops.serving.plugins.module_utils.line_confirmation import (
+    CONFIRMED_DEAD, CONFIRMED_FROZEN, SURVIVED, LineConfirmation)
+from ansible_collections.sglang_ops.serving.plugins.module_utils.observe_gate import CEILING_CODE, OBSERVING, ObserveOnlyGate
 from ansible_collections.sglang_ops.serving.plugins.module_utils.phases import PhaseModel
 from ansible_collections.sglang_ops.serving.plugins.module_utils.sglang_dialect import bar_kind
 
@@ -64,16 +73,7 @@ class _GpuSample:
     all_idle: bool       # every GPU below idle_util_pct
     active: bool         # utilisation between idle and spin, or a GPU changed band: kernels come and go
     spin_at_idle_power: bool  # every spinning GPU draws about its idle power: a spin-wait, not a compute kernel
-
-
-@dataclass
-class _Fault:
-    """A line SGLang dies of, waiting for its proof (the process going, or nothing after it)."""
-    t: float             # journal time of the first lethal line
-    code: str
-    line: str
-    phase: str
-    seen_t: float        # observation that brought it
+    between: bool = False     # some GPU between idle and spin, or bursting above its noise: kernels finishing
 
 
 class _Clock:
@@ -103,8 +103,19 @@ class _Clock:
 class Detector:
     """Everything it needs comes with the observations; the thresholds are the settings."""
 
-    def __init__(self, settings=None):
+    def __init__(self, settings=None, observe_only=None):
         self.settings = settings or DetectorSettings()
+        s = self.settings
+        self.lines = LineConfirmation(s.line_confirm_window_s, s.line_freeze_min_s, log_lines.fatal_priority)
+        self.gate = ObserveOnlyGate(observe_only)
+        self._bursts = GpuBursts(s.gpu_burst_util_pct, s.gpu_burst_margin_pct)
+        self._frozen = FrozenClock(s.frozen_cpu_pct)
+        self._procs = None        # the last procs reading (children coming and going)
+        self._last_sample = None  # the last py-spy sample {rank: frames}
+        self._prev_cpu_pct = None
+        self._life_log_t = None   # journal time of the latest line saying the process carries on
+        self._gpu_run_since = None
+        self._held = None         # the Assessment held by the observe-only gate
         self.phases = PhaseModel()
         self._final = None
         self._polls = 0
@@ -135,7 +146,6 @@ class Detector:
         self._last_stack_t = None
         # lines and records
         self._partial = None      # (t, text, polls carried) of a record journald cut at LineMax
-        self._fault = None        # _Fault awaiting proof
         self._survivable = None   # (t, code, line) of the last watchdog dump
         self._ordinary_t = None   # journal time of the latest ordinary (non-failure) record
         self._survived_traceback_t = None  # "Exception ignored in ...": the traceback after it is survived
@@ -166,10 +176,14 @@ class Detector:
         self._read_logs(obs.get("log") or (), t, moved, facts)
         dead = self._read_unit(obs, facts)
         self._read_procs(obs.get("procs"), t, moved, first)
-        self._read_gpus(obs.get("gpus"), t, moved, first)
+        self._read_gpus(obs.get("gpus"), t, moved, first, obs.get("gpu_procs"))
         self._read_missing(obs, t)
         self._read_http(obs.get("http"), t, moved, first)
-        self._read_stacks(obs.get("stacks"), t)
+        sample = self._read_stacks(obs.get("stacks"), t)
+        if sample is not None:
+            if stacks_changed(self._last_sample, sample):
+                moved.append("stacks")
+            self._last_sample = sample
 
         for ch in moved:
             self.last_moved[ch] = t
@@ -183,14 +197,20 @@ class Detector:
         evidence.update(facts)
 
         if self._is_ready(obs):
+            evidence["rule"] = "ready: %s" % ("a completion answered" if (obs.get("http") or {}).get("completion") else "/health after the ready line")
             return self._decide(Assessment(t, "ready", "ready", "ready", self._ready_reason(obs), evidence, progress))
-        failed = self._judge_fault(t, dead, moved, evidence, progress)
+        failed = self._judge_lines(t, dead, moved, evidence, progress)
         if failed is not None:
-            return self._decide(failed)
+            return self._decide(failed, dead=bool(dead))
+        if self.gate.ceiling_reached(t):
+            evidence["rule"] = "rule 4: observe-only ceiling"
+            return self._decide(Assessment(t, self.phases.phase, "stalled", CEILING_CODE, self.gate.ceiling_words(t),
+                                           evidence, progress))
         if moved or first:
+            self._held = None
             return Assessment(t, self.phases.phase, "progressing", "progressing" if moved else "starting",
                               self._moving_words(moved), evidence, progress)
-        return self._judge_silence(t, evidence, progress)
+        return self._still_held(self._judge_silence(t, evidence, progress))
 
     # ------------------------------------------------------------------ channels
     def _read_logs(self, records, t, moved, facts):
@@ -243,6 +263,8 @@ class Detector:
                 continue
             keys_this_poll.add(line.key)
             moved.append("log")
+            if (not line.chatter or (line.survivable and not line.lethal)) and (self._life_log_t is None or rec_t > self._life_log_t):
+                self._life_log_t = rec_t   # the process says it carries on
             if not line.chatter and (self._ordinary_t is None or rec_t > self._ordinary_t):
                 self._ordinary_t = rec_t
 
@@ -262,11 +284,7 @@ class Detector:
             return
         facts.setdefault("fatal_lines", []).append(text[:300])
         phase = log_lines.CLASS_PHASES.get(line.fatal_code) or self.phases.phase
-        fault = self._fault
-        if fault is None:
-            self._fault = _Fault(rec_t, line.fatal_code, text, phase, t)
-        elif log_lines.fatal_priority(line.fatal_code) < log_lines.fatal_priority(fault.code):
-            fault.code, fault.line, fault.phase = line.fatal_code, text, phase
+        self.lines.on_line(rec_t, line.fatal_code, text, phase, t)
         if line.fatal_code in log_lines.CLASS_PHASES:
             self.phases.enter(phase, rec_t)
 
@@ -314,9 +332,14 @@ class Detector:
     def _read_procs(self, procs, t, moved, first):
         if not isinstance(procs, dict):
             return
+        if not first and children_changed(self._procs, procs):
+            moved.append("children")
+        self._procs = procs
         cpu_s = procs.get("cpu_s")
+        self._frozen.update(t, cpu_s)
         if isinstance(cpu_s, (int, float)):
             if self._cpu is not None and cpu_s >= self._cpu[1] and t > self._cpu[0]:
+                self._prev_cpu_pct = self._cpu_pct
                 self._cpu_pct = (cpu_s - self._cpu[1]) / (t - self._cpu[0]) * 100.0
                 self._cpu_t = t
             self._cpu = (t, cpu_s)
@@ -344,15 +367,27 @@ class Detector:
             if compilers and not first and self._cpu_pct is not None and self._cpu_pct >= self.settings.cpu_idle_pct:
                 moved.append("compile")
 
-    def _read_gpus(self, gpus, t, moved, first):
+    @staticmethod
+    def _owned(gpu_procs, idx):
+        """Whether the unit's processes may account for a GPU's utilisation: a process of the
+        unit holds it (the probe lists the holders), or the holders are unknown."""
+        if not isinstance(gpu_procs, list) or not gpu_procs:
+            return True
+        return any(p.get("gpu") == idx for p in gpu_procs if isinstance(p, dict))
+
+    def _read_gpus(self, gpus, t, moved, first, gpus_procs=None):
         """Record one nvidia-smi sample: memory moves, spinning and idle GPUs, sums."""
         if not isinstance(gpus, list) or not gpus:
             self._gpu_run = 0
+            self._gpu_run_since = None
             return
         self._gpu_run += 1
+        if self._gpu_run_since is None:
+            self._gpu_run_since = t
+        bursts = self._bursts
         s = self.settings
         noise, spin_at, idle_below = s.gpu_mem_noise_mib, s.spin_util_pct, s.idle_util_pct
-        mem_moved, spin, all_idle, active = False, [], True, False
+        mem_moved, spin, all_idle, active, between = False, [], True, False, False
         used = total = 0
         util_max = 0
         refs = self._mem_ref
@@ -374,10 +409,12 @@ class Detector:
                 spin.append(idx)
                 spin_powers.append(power)
                 all_idle = False
-            elif util >= idle_below:   # busy, or flat out while drawing compute power: kernels at work
+            elif util >= idle_below or (bursts.is_burst(idx, util) and self._owned(gpus_procs, idx)):
+                # busy, flat out while drawing compute power, or a burst above the GPU's own
+                # noise: kernels at work
                 band = 1
                 all_idle = False
-                active = True
+                active = between = True
             else:
                 band = 0
             if util > util_max:
@@ -401,7 +438,7 @@ class Detector:
             self._gpu_active_t = t
         self._idle_power_w = floor
         at_idle_power = bool(spin_powers) and floor is not None and None not in spin_powers
-        self._gpus = _GpuSample(t, len(gpus), used, total, util_max, spin, all_idle, active, at_idle_power)
+        self._gpus = _GpuSample(t, len(gpus), used, total, util_max, spin, all_idle, active, at_idle_power, between)
         self._smi_since = None
 
     def _read_missing(self, obs, t):
@@ -470,32 +507,90 @@ class Detector:
             return "a completion succeeded (%s ms)" % comp.get("ms")
         return "/health answered 200 after the ready line"
 
-    def _judge_fault(self, t, dead, moved, evidence, progress):
-        """failed when a lethal line is proven (the process went, or nothing ordinary followed it
-        for fatal_confirm_s), or the process is gone; None otherwise. A lethal line followed by
-        ordinary lines was survived: it stays evidence."""
+    def _judge_lines(self, t, dead, moved, evidence, progress):
+        """Rule 1, and the dead process: `failed` when the process went (named after a lethal
+        line of the last line_confirm_window_s, survived or not), or when the start froze after
+        a lethal line; None otherwise. A sign of life after the line means it was survived."""
         s = self.settings
-        fault = self._fault
-        if fault is not None:
-            words = "%s: %s" % (FAILURE_CLASSES[fault.code].title, fault.line[:240])
-            if dead:
-                return Assessment(t, fault.phase, "failed", fault.code, words, evidence, progress)
-            others = [m for m in moved if m != "log"]
-            if (self._ordinary_t is not None and self._ordinary_t > fault.t + s.fatal_confirm_s) or (others and t > fault.seen_t):
-                # the start went on after it: ordinary lines, or other channels in a later poll
-                evidence["survived_lines"] = evidence.get("survived_lines", []) + [fault.line[:300]]
-                self._fault = None
-            elif t - fault.t >= s.fatal_confirm_s:
-                # an exception of no known class also needs every other channel still
-                if fault.code != "fatal_error" or not others:
-                    return Assessment(t, fault.phase, "failed", fault.code, words, evidence, progress)
+        h = self.lines.open
+        life, frozen = ([], None) if h is None or dead else self._after_line(t, h, moved)
+        outcome, hyp = self.lines.judge(t, dead, life, frozen)
+        if self.lines.survived:
+            evidence["survived_lines"] = evidence.get("survived_lines", []) + [x.line[:300] for x in self.lines.survived[-3:]]
+        if outcome == SURVIVED:
+            evidence["survived_by"] = life or ["no confirmation within %s" % fmt_duration(s.line_confirm_window_s)]
+        if outcome in (CONFIRMED_DEAD, CONFIRMED_FROZEN):
+            words = "%s: %s" % (FAILURE_CLASSES[hyp.code].title, hyp.line[:240])
+            if outcome == CONFIRMED_DEAD:
+                evidence["rule"] = "rule 1: lethal line confirmed by the process exiting"
+                words += "; %s" % dead
+            else:
+                evidence["rule"] = "rule 1: lethal line confirmed by the start freezing after it (%s)" % self._freeze_words(t)
+            return Assessment(t, hyp.phase, "failed", hyp.code, words, evidence, progress)
         if not dead:
             return None
+        evidence["rule"] = "dead process"
         last = self._survivable
         if last is not None and t - last[0] <= s.fatal_death_window_s:
             words = "%s, and the process went: %s; %s" % (FAILURE_CLASSES[last[1]].title, last[2][:200], dead)
             return Assessment(t, self.phases.phase, "failed", last[1], words, evidence, progress)
         return Assessment(t, self.phases.phase, "failed", "process_exited", dead, evidence, progress)
+
+    def _after_line(self, t, h, moved):
+        """(signs of life, frozen) of this poll for an open hypothesis. frozen is True for a
+        stall signature (spinning GPUs, stopped processes, CPU idle with GPUs idle or unread,
+        or unread GPUs and a CPU pinned at a steady rate), False when the poll shows work, and
+        None when it says nothing (no fresh CPU reading)."""
+        sig = self._signals(t)
+        life = [m for m in moved if m not in ("log", "bar", "http")]
+        if "bar" in moved or "http" in moved:
+            life.append("progress")
+        if self._life_log_t is not None and self._life_log_t > h.t:
+            life.append("log")
+        gpus = sig["gpus"]
+        # a GPU going from idle to spinning is the freeze starting, not kernels finishing
+        bursting = gpus is not None and gpus.between
+        if bursting:
+            life.append("gpu_burst")
+        spinning = gpus is not None and not bursting and len(gpus.spinning) >= self.settings.spin_min_gpus
+        if not sig["cpu_fresh"] and not sig["stopped"]:
+            return sorted(set(life)), None
+        if sig["stopped"] or spinning:
+            return sorted(set(life)), True
+        if sig["cpu_idle"]:
+            return sorted(set(life)), sig["gpus"] is None or sig["gpus"].all_idle
+        # the CPU is busy: work unless the GPUs are unread and the rate is pinned (busy-polling)
+        if sig["gpus"] is None and self._cpu_pinned():
+            return sorted(set(life)), True
+        life.append("cpu")
+        return sorted(set(life)), False
+
+    def _cpu_pinned(self):
+        prev, cur = self._prev_cpu_pct, self._cpu_pct
+        if prev is None or cur is None or prev <= 0:
+            return False
+        return abs(cur - prev) / prev * 100.0 <= self.settings.cpu_pinned_change_pct
+
+    def _freeze_words(self, t):
+        sig = self._signals(t)
+        if sig["stopped"]:
+            return "every process stopped"
+        if sig["gpus"] is not None and sig["gpus"].spinning:
+            return "GPUs %s spinning, nothing else moving" % sig["gpus"].spinning
+        if sig["cpu_idle"]:
+            return "CPU %.0f%%, %s" % (self._cpu_pct, "GPUs idle" if sig["gpus"] is not None else "no GPU reading")
+        return "CPU pinned at %.0f%% with nothing else moving, no GPU reading" % self._cpu_pct
+
+    def _signals(self, t):
+        """The hardware's view of this poll, shared by the line confirmation and the stall signatures."""
+        s = self.settings
+        cpu_known = self._cpu_pct is not None and self._cpu_t is not None and t - self._cpu_t <= s.signal_stale_s
+        gpus = self._fresh_gpus(t)
+        gpu_active = gpus is not None and gpus.active
+        spin_gpus = gpus.spinning if gpus is not None and not gpu_active else []
+        return {"cpu_known": cpu_known, "cpu_fresh": cpu_known and self._cpu_t == t,
+                "cpu_idle": cpu_known and self._cpu_pct < s.cpu_idle_pct, "gpus": gpus, "gpu_active": gpu_active,
+                "spin_gpus": spin_gpus, "spinning": len(spin_gpus) >= s.spin_min_gpus, "stopped": self._procs_stopped}
 
     def _judge_silence(self, t, evidence, progress):
         s = self.settings
@@ -543,6 +638,8 @@ class Detector:
 
         confirmed = self._identical_wait_stacks(t, cpu_idle, gpus, stopped)
         if confirmed:
+            evidence["rule"] = "rule 3: %s signature (identical stacks in a wait, %s)" % (
+                "spinning" if spinning else "parked", confirmed["hardware"])
             evidence["stacks"] = confirmed
             code = "stall_spin" if spinning else "stall_wait_stacks"
             what = ("%d GPU(s) spinning and " % len(spin_gpus)) if spinning else ""
@@ -551,28 +648,40 @@ class Detector:
             return self._decide(Assessment(t, phase, "stalled", code, reason, evidence, progress))
 
         if stopped and self._stopped.held_s(t) >= s.stall_stopped_window_s:
+            evidence["rule"] = "rule 5: every process stopped (state T), evidence on its own"
             reason = "every process of the unit stopped (state T) for %s: nothing can move" % fmt_duration(self._stopped.held_s(t))
             return self._decide(Assessment(t, phase, "stalled", "stall_idle", reason, evidence, progress))
         # kernels may run flat out for long in the kernel phases, but not at idle power
         long_spin = phase in s.kernel_phases and not (gpus is not None and gpus.spin_at_idle_power)
         spin_window = s.stall_spin_kernel_phase_window_s if long_spin else s.stall_spin_window_s
         if spinning and self._spin.held_s(t) >= spin_window:
+            evidence["rule"] = "rule 3: spinning signature"
             reason = "%d of %d GPUs at >= %d%% utilisation with flat memory for %s and nothing else moving: a hung collective" % (
                 len(spin_gpus), gpus.count, s.spin_util_pct, fmt_duration(self._spin.held_s(t)))
             return self._decide(Assessment(t, phase, "stalled", "stall_spin", reason, evidence, progress))
+        frozen_s = min(self._frozen.held_s(t), quiet_s)
+        if frozen_s >= s.stall_frozen_window_s and not spinning and not gpu_active and (gpus is None or gpus.all_idle):
+            evidence["rule"] = "rule 5: frozen CPU clock, evidence on its own"
+            evidence["signature"] = "frozen"
+            reason = "the unit's CPU time has not moved for %s (%s) and nothing else moved: every process frozen" % (
+                fmt_duration(frozen_s), "GPUs idle" if gpus is not None else "no GPU reading")
+            return self._decide(Assessment(t, phase, "stalled", "stall_idle", reason, evidence, progress))
         idle_window = s.stall_idle_window_s if self._idle_gpu_seen else s.stall_idle_blind_window_s
         if idle and self._idle.held_s(t) >= idle_window:
+            evidence["rule"] = "rule 3: %s signature" % ("idle" if self._idle_gpu_seen else "idle without a GPU reading (rule 5 window)")
             gpu_words = "GPUs idle" if self._idle_gpu_seen else "no GPU reading"
             reason = "every signal flat for %s: CPU %.0f%%, %s, no disk I/O, no new log lines" % (
                 fmt_duration(self._idle.held_s(t)), self._cpu_pct, gpu_words)
             return self._decide(Assessment(t, phase, "stalled", "stall_idle", reason, evidence, progress))
         if gpus is None and self._smi_since is not None and not gpu_active and t - self._smi_since >= s.stall_gpu_unanswered_window_s \
                 and t - self._last_progress_t >= s.stall_gpu_unanswered_window_s:
+            evidence["rule"] = "rule 5: nvidia-smi wedged while nothing moves"
             reason = "nvidia-smi has timed out for %s while the unit runs and nothing moved for %s: a wedged GPU (hung collective)" % (
                 fmt_duration(t - self._smi_since), fmt_duration(quiet_s))
             return self._decide(Assessment(t, phase, "stalled", "stall_spin", reason, evidence, progress))
         calm_since = max(self._last_progress_t, self._last_busy_t or self._last_progress_t)
         if quiet_s >= s.stall_busy_no_progress_s or t - calm_since >= s.stall_no_progress_s:
+            evidence["rule"] = "rule 5: hard ceiling without progress"
             reason = "no progress on any channel for %s (signature: %s)" % (fmt_duration(quiet_s), signature)
             return self._decide(Assessment(t, phase, "stalled", "stall_no_progress", reason, evidence, progress))
 
@@ -621,6 +730,11 @@ class Detector:
                 return None
             if self._gpu_run < s.stacks_gpu_flat_polls:
                 return None   # too few readings in a row: a burst may have fallen on a lost one
+            if gpus.all_idle:
+                # parked: flat for longer than a few burst periods of a GPU-bound loop
+                flat_since = max(self._gpu_active_t or self._gpu_run_since, self._gpu_run_since, self._last_progress_t)
+                if t - flat_since < s.stall_parked_gpu_flat_s:
+                    return None
             hardware = "GPUs idle" if gpus.all_idle else "GPUs spinning, utilisation flat"
         elif any(_host_wait_frame(new[r], s.stack_collective_depth) for r in common) and all(waits):
             # every rank waits and some wait on the host, not only for their own GPUs: SGLang's
@@ -632,8 +746,24 @@ class Detector:
         return {"ranks": len(common), "gap_s": int(t_new - t_old), "wait_frame": frame,
                 "frames": list(new[common[0]][:6]), "cpu_idle": cpu_idle, "hardware": hardware}
 
-    def _decide(self, assessment):
+    def _decide(self, assessment, dead=False):
+        """Latch a final verdict, unless the observe-only gate holds it (rule 4): then only a
+        dead process or the gate's own ceiling is final."""
+        if assessment.verdict in ("stalled", "failed") and not dead and assessment.reason_code != CEILING_CODE \
+                and self.gate.active:
+            self._held = self.gate.hold(assessment)
+            return assessment
         self._final = assessment
+        return assessment
+
+    def _still_held(self, assessment):
+        """After a held verdict, a start that has not moved since stays `observing`."""
+        held = self._held
+        if held is None or assessment.verdict == OBSERVING or assessment.final:
+            return assessment
+        assessment.evidence["held_verdict"] = held.evidence["held_verdict"]
+        assessment.evidence["rule"] = held.evidence["rule"]
+        assessment.verdict, assessment.reason_code, assessment.reason = held.verdict, held.reason_code, held.reason
         return assessment
 
     def _moving_words(self, moved):

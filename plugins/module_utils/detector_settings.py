@@ -52,6 +52,28 @@ class DetectorSettings:
     fatal_confirm_s: float = 1.0
     # The process going this soon after a survivable line (a watchdog dump) names that line.
     fatal_death_window_s: float = 60.0
+    # Rule 1: a lethal-looking line is confirmed by the process exiting, or by the start
+    # freezing after it (a stall signature in the polls after it, held at least
+    # line_freeze_min_s), within line_confirm_window_s of the line; a sign of life after it,
+    # or no confirmation in that window, means it was survived.
+    line_confirm_window_s: float = 60.0
+    line_freeze_min_s: float = 10.0
+    # Without a GPU reading, a busy CPU whose rate changes by more than this (percent of the
+    # previous interval's rate) is work; a steady rate may be ranks busy-polling a collective.
+    cpu_pinned_change_pct: float = 35.0
+    # Rule 2: a GPU reading at or above gpu_burst_util_pct and gpu_burst_margin_pct above its
+    # own recent noise ceiling is a burst of kernels (0, 2 %, 0, 18 %: work, not a hang).
+    gpu_burst_util_pct: float = 2.0
+    gpu_burst_margin_pct: float = 2.0
+    # Rule 3: identical stacks with idle GPUs are parked only once the GPUs stayed flat this
+    # long: longer than a few periods of a tuning loop's bursts (30-60 s), one of which a
+    # lost reading may hide.
+    stall_parked_gpu_flat_s: float = 240.0
+    # Rule 5: the unit's CPU time not moving (at most frozen_cpu_pct of one core) for
+    # stall_frozen_window_s, with no GPU at work and nothing else moving, is a frozen start,
+    # with or without GPU telemetry.
+    frozen_cpu_pct: float = 0.5
+    stall_frozen_window_s: float = 120.0
     # Every process of the unit stopped (state T) this long: nothing can move.
     stall_stopped_window_s: float = 60.0
     # CPU idle and nothing moving while no GPU reading says whether the GPUs work (a GPU-bound

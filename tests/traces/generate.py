@@ -50,6 +50,7 @@ class Sim:
         self.drop_gpu_polls = {}          # observation number -> GPU index left out
         self.missing_procs_polls = set()
         self.stacks_missing_reason = None
+        self.no_gpu_reason = None         # nvidia-smi absent for the whole start (a blind watch)
         self.reverse_log_polls = set()   # observation numbers whose records arrive out of time order
         self.foreign_mem = [0.0] * gpus
         for i in range(gpus):
@@ -154,7 +155,9 @@ class Sim:
             c = dict(comm or self.comm) if alive else {}
             obs["procs"] = {"count": sum(c.values()), "cpu_s": round(self.cpu_s, 2), "read_bytes": self.read_bytes,
                             "write_bytes": self.write_bytes, "comm": c}
-        if n in self.missing_gpus_polls:
+        if self.no_gpu_reason:
+            obs.setdefault("missing", {}).update({"gpus": self.no_gpu_reason, "gpu_procs": self.no_gpu_reason})
+        elif n in self.missing_gpus_polls:
             obs.setdefault("missing", {})["gpus"] = "nvidia-smi timed out after 10 s"
         else:
             gpus = []
@@ -986,6 +989,210 @@ def stall_capture_allreduce_spin_at_idle_power():
     sim.run(sim.poll_s, cpu_pct=800, mem_to=sim.mem[0] + 120, util=(20, 30), power_w=(200.0, 300.0))
     sim.expect_stalled("cuda_graph")
     sim.run(32 * 60, cpu_pct=400, util=lambda i: (99, 100) if i < 4 else (0, 1), progress=False, power_w=(110.0, 125.0))
+    return sim
+
+
+# Inductor's max-autotune (torch/_inductor/select_algorithm.py) logs, for every kernel config
+# that does not fit in shared memory, an ERROR record through glog-style logging with the
+# traceback of the failed benchmark, then says it ignores that choice and goes on.
+INDUCTOR_OOM_RECORDS = (
+    "E1201 %s.%06d 4242 torch/_inductor/select_algorithm.py:2105] [0/0] Exception No valid triton configs. "
+    "OutOfMemoryError: out of resource: triton_mm Required: 262144 Hardware limit:232448 Reducing block sizes or "
+    "`num_stages` may help. for benchmark choice TritonTemplateCaller(%s)",
+    "Traceback (most recent call last):",
+    '  File "/venv/lib/python3.11/site-packages/torch/_inductor/select_algorithm.py", line 2087, in benchmark_choices',
+    "    timing = cls.benchmark_choice(choice, autotune_args)",
+    '  File "/venv/lib/python3.11/site-packages/torch/_inductor/runtime/triton_heuristics.py", line 512, in precompile',
+    "    raise RuntimeError(",
+    "RuntimeError: No valid triton configs. OutOfMemoryError: out of resource: triton_mm Required: 262144 Hardware "
+    "limit:232448 Reducing block sizes or `num_stages` may help.",
+    "E1201 %s.%06d 4242 torch/_inductor/select_algorithm.py:2113] [0/0] Runtime error during autotuning: No valid "
+    "triton configs. OutOfMemoryError: out of resource: triton_mm Required: 262144 Hardware limit:232448. "
+    "Ignoring this choice.",
+)
+
+
+def inductor_oom_records(sim, dt=1.0):
+    """One failed autotune choice as Inductor logs it (records without SGLang's rank prefix)."""
+    clock = sim.stamp(sim.t + dt)
+    micro = sim.rng.randint(0, 999999)
+    choice = "/tmp/torchinductor_sglang/%s/c%s.py" % (sim.rng.choice("abcdef"), sim.rng.randint(1000, 9999))
+    for i, rec in enumerate(INDUCTOR_OOM_RECORDS):
+        if i == 0:
+            rec = rec % (clock, micro, choice)
+        elif i == len(INDUCTOR_OOM_RECORDS) - 1:
+            rec = rec % (clock, micro)
+        sim.log(rec, prefix=False, dt=dt)
+
+
+def compile_workers(sim, busy):
+    """Inductor's compile workers: child processes that come and go while it compiles."""
+    n = sim.rng.randint(4, 32) if busy else sim.rng.randint(0, 2)
+    return {"python3": sim.gpus + 2 + n}
+
+
+@scenario
+def healthy_inductor_autotune_oom_records_in_graph_capture():
+    sim = Sim("healthy_inductor_autotune_oom_records_in_graph_capture",
+              "A cold torch.compile (max-autotune) inside CUDA graph capture: for 14 min Inductor logs, for every kernel "
+              "config that does not fit in shared memory, an E-record with a traceback ending 'OutOfMemoryError: out of "
+              "resource', then 'Ignoring this choice.', and compiles on: compile workers come and go, CPU busy, GPU "
+              "bursts while it benchmarks. Every lethal-looking line is survived.", family="new", seed=61)
+    warm_start_to_graph(sim)
+    graph_begin(sim)
+    sim.run(sim.poll_s, cpu_pct=800, mem_to=sim.mem[0] + 300, util=(20, 30))
+    end = sim.t + 14 * 60
+
+    def autotune(s):
+        if s.rng.random() < 0.35:
+            inductor_oom_records(s, dt=s.rng.uniform(-s.poll_s + 0.5, 0))
+    while sim.t < end:
+        busy = sim.rng.random() < 0.7
+        sim.run(sim.poll_s, cpu_pct=sim.rng.uniform(900, 3200) if busy else sim.rng.uniform(120, 400),
+                comm=compile_workers(sim, busy), util=(0, 0) if busy else (3, 40), per_poll=autotune)
+    sim.run(sim.poll_s, cpu_pct=800, mem_to=sim.mem[0] + 1500, util=(30, 40))
+    graph_end(sim, 900)
+    s_http_ready(sim)
+    sim.expect_ready()
+    return sim
+
+
+@scenario
+def failed_oom_in_graph_capture_traceback_then_exit():
+    sim = Sim("failed_oom_in_graph_capture_traceback_then_exit",
+              "The faulty twin of Inductor's survived records: a real CUDA OOM in graph capture; the rank prints its "
+              "traceback, tears down for a poll with falling CPU and GPUs idle, and the main process exits.",
+              family="new", seed=62)
+    warm_start_to_graph(sim)
+    graph_begin(sim)
+    sim.run(sim.poll_s * 2, cpu_pct=800, mem_to=sim.mem[0] + 600, util=(20, 30))
+    onset = round(sim.t + 3, 2)
+    for line in ("Traceback (most recent call last):",
+                 '  File "/sgl/srt/model_executor/cuda_graph_runner.py", line 388, in capture',
+                 "    out = self.capture_one_batch_size(bs, forward)",
+                 "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacity of "
+                 "95.59 GiB of which 1.02 GiB is free."):
+        sim.log(line, [3] if line.startswith("Trace") else None, prefix=line.startswith("Trace"), dt=3)
+    sim.expect_failed("cuda_graph", onset)
+    sim.run(sim.poll_s * 2, cpu_pct=60, util=(0, 1), progress=False)
+    s_die(sim)
+    return sim
+
+
+TUNING_FRAMES = ["synchronize (torch/cuda/__init__.py:985)", "benchmark_config (tuning_fused_moe.py:211)",
+                 "tune (tuning_fused_moe.py:402)", "run_tuning (tuning_fused_moe.py:530)",
+                 "init_model_worker (model_runner.py:301)", "run_scheduler_process (scheduler.py:2950)"]
+
+
+def burst_every(sim, low_s, high_s, peak=(2, 27)):
+    """GPU utilisation 0 except one burst of short kernels every low_s..high_s seconds, on every GPU at once."""
+    state = {"next": sim.t + sim.rng.uniform(low_s, high_s), "burst_t": None}
+
+    def util(i):
+        if i == 0 and state["burst_t"] != sim.t:
+            state["burst_now"] = sim.t >= state["next"]
+            if state["burst_now"]:
+                state["next"] = sim.t + sim.rng.uniform(low_s, high_s)
+                state["peak"] = sim.rng.randint(*peak)
+            state["burst_t"] = sim.t
+        return (state["peak"], state["peak"]) if state.get("burst_now") else (0, 0)
+    return util
+
+
+@scenario
+def healthy_tuning_loop_bursts_every_30_60s_same_stacks():
+    sim = Sim("healthy_tuning_loop_bursts_every_30_60s_same_stacks",
+              "A GPU-bound tuning loop (short kernels timed with synchronize, idle gaps between): 22 min with the same "
+              "Python stack on every sample, host CPU low but rising, GPU utilisation 0 on most samples with one burst of "
+              "2-27% every 30-60 s, memory flat, no log line.", family="new", gpus=4, poll_s=5.0, seed=63,
+              mem_total_mib=143771)
+    warm_start_to_graph(sim)
+    sim.run(22 * 60, cpu_pct=6, util=burst_every(sim, 30, 60), stacks=TUNING_FRAMES, stacks_every_s=30)
+    s_graph(sim)
+    s_http_ready(sim)
+    sim.expect_ready()
+    return sim
+
+
+@scenario
+def stall_tuning_loop_hangs_bursts_stop():
+    sim = Sim("stall_tuning_loop_hangs_bursts_stop",
+              "The tuning loop's faulty twin: after 5 min of bursts the ranks block in a barrier before the next "
+              "config: the same stack on every sample, GPU utilisation 0 on every sample (no burst any more), "
+              "CPU time nearly flat, nothing else moves.", family="new", gpus=4, poll_s=5.0, seed=64,
+              mem_total_mib=143771)
+    warm_start_to_graph(sim)
+    sim.run(5 * 60, cpu_pct=6, util=burst_every(sim, 30, 60), stacks=TUNING_FRAMES, stacks_every_s=30)
+    sim.run(sim.poll_s, cpu_pct=6, util=(20, 20), stacks=TUNING_FRAMES, stacks_every_s=30)
+    sim.expect_stalled("kv_cache")
+    hung = ["wait (torch/distributed/distributed_c10d.py:4159)", "barrier (torch/distributed/distributed_c10d.py:4162)"] + TUNING_FRAMES[1:]
+    sim.run(15 * 60, cpu_pct=0.3, util=(0, 0), stacks=hung, stacks_every_s=30, progress=False)
+    return sim
+
+
+@scenario
+def stall_blind_frozen_cpu_clock_after_load():
+    sim = Sim("stall_blind_frozen_cpu_clock_after_load",
+              "No GPU telemetry (nvidia-smi absent from the host) and no py-spy: after the weights are read every process "
+              "of the unit blocks for good (a lost wake-up): its CPU time does not move at all, no read, no log line.",
+              family="new", seed=65)
+    sim.no_gpu_reason = "nvidia-smi not found"
+    sim.stacks_missing_reason = "py-spy not found"
+    s_init(sim)
+    s_init_end(sim)
+    s_load(sim, 60, read_bps=300e6)
+    s_load_end(sim)
+    sim.run(sim.poll_s * 3, cpu_pct=700)
+    sim.expect_stalled("post_load")
+    sim.run(20 * 60, cpu_pct=0, progress=False)
+    return sim
+
+
+@scenario
+def stall_blind_frozen_cpu_clock_in_distributed_init_tp4():
+    sim = Sim("stall_blind_frozen_cpu_clock_in_distributed_init_tp4",
+              "No GPU telemetry, no py-spy, TP4: a rank blocks in the rendezvous store and the others with it; the "
+              "unit's CPU time stops dead, nothing else moves.", gpus=4, poll_s=5.0, seed=66)
+    sim.no_gpu_reason = "nvidia-smi not found"
+    sim.stacks_missing_reason = "py-spy not found"
+    s_args(sim)
+    sim.log("Init torch distributed begin.", sim.all_ranks())
+    sim.run(15, cpu_pct=300)
+    sim.expect_stalled("distributed_init")
+    sim.run(15 * 60, cpu_pct=0, progress=False)
+    return sim
+
+
+@scenario
+def healthy_blind_tuning_loop_low_cpu_same_stacks():
+    sim = Sim("healthy_blind_tuning_loop_low_cpu_same_stacks",
+              "No GPU telemetry: a 25 min GPU-bound tuning loop with blocking synchronisation, host CPU 1-4% but "
+              "never stopping, the same stack on every sample, no log line, memory unknown.", family="new", seed=67)
+    sim.no_gpu_reason = "nvidia-smi not found"
+    warm_start_to_graph(sim)
+    sim.run(25 * 60, cpu_pct=2.5, stacks=TUNING_FRAMES, stacks_every_s=60)
+    s_graph(sim)
+    s_http_ready(sim)
+    sim.expect_ready()
+    return sim
+
+
+@scenario
+def healthy_blind_compile_workers_rank_waits_on_futures():
+    sim = Sim("healthy_blind_compile_workers_rank_waits_on_futures",
+              "No GPU telemetry and no py-spy: the ranks wait on the futures of compile workers for 18 min; the "
+              "workers come and go, CPU from 20% to 30 cores, no log line.", family="new", seed=68)
+    sim.no_gpu_reason = "nvidia-smi not found"
+    sim.stacks_missing_reason = "py-spy not found"
+    warm_start_to_graph(sim)
+    end = sim.t + 18 * 60
+    while sim.t < end:
+        busy = sim.rng.random() < 0.6
+        sim.run(sim.poll_s, cpu_pct=sim.rng.uniform(600, 3000) if busy else sim.rng.uniform(20, 60),
+                comm=compile_workers(sim, busy))
+    s_graph(sim)
+    s_http_ready(sim)
+    sim.expect_ready()
     return sim
 
 

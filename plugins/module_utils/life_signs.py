@@ -1,0 +1,83 @@
+"""Rule 2 of the detector, "any sign of life defers": the signs that a start still works
+beyond the progress channels. Pure functions and small state, no I/O.
+
+- `GpuBursts`: a GPU reading is a burst (kernels finished) when its utilisation stands out
+  from that GPU's own recent floor: real idle boards read 0, so 2 % between zeros is a
+  burst; boards whose idle reading jitters (0-3 %) need a reading above that jitter.
+- `children_changed`: child processes coming and going (compile workers, JIT compilers).
+- `stacks_changed`: a rank's py-spy stack differs from its previous sample.
+- `FrozenClock`: how long the unit's CPU time has not moved at all (rule 5: a frozen CPU
+  clock is evidence on its own).
+"""
+from collections import deque
+
+
+class GpuBursts:
+    """Per GPU, the recent readings below spin utilisation, and whether a new one is a burst."""
+
+    def __init__(self, min_pct, margin_pct, history=24, min_history=6, ceiling_quantile=0.8):
+        self.min_pct, self.margin_pct = min_pct, margin_pct
+        self.history, self.min_history, self.quantile = history, min_history, ceiling_quantile
+        self._readings = {}
+
+    def is_burst(self, idx, util_pct):
+        """True when `util_pct` is at least min_pct and margin_pct above the GPU's noise ceiling
+        (the `ceiling_quantile` of its recent readings); the reading joins the history."""
+        seen = self._readings.get(idx)
+        if seen is None:
+            seen = self._readings[idx] = deque(maxlen=self.history)
+        burst = False
+        if len(seen) >= self.min_history and util_pct >= self.min_pct:
+            ordered = sorted(seen)
+            ceiling = ordered[int(self.quantile * (len(ordered) - 1))]
+            burst = util_pct >= ceiling + self.margin_pct
+        seen.append(util_pct)
+        return burst
+
+
+def children_changed(previous, current):
+    """True when the unit's process count or its process names' counts changed between two
+    `procs` readings (dicts with `count` and `comm`); False when either is unknown."""
+    if not isinstance(previous, dict) or not isinstance(current, dict):
+        return False
+    if isinstance(previous.get("count"), int) and isinstance(current.get("count"), int) \
+            and previous["count"] != current["count"]:
+        return True
+    old, new = previous.get("comm"), current.get("comm")
+    return isinstance(old, dict) and isinstance(new, dict) and old != new
+
+
+def stacks_changed(previous, current):
+    """True when some rank sampled in both {rank: frames} samples shows other frames."""
+    if not previous or not current:
+        return False
+    return any(rank in previous and previous[rank] != frames for rank, frames in current.items())
+
+
+class FrozenClock:
+    """Since when the unit's summed CPU time has grown by no more than `frozen_pct` percent of
+    one core; an unknown reading neither starts nor ends a frozen spell."""
+
+    def __init__(self, frozen_pct):
+        self.frozen_pct = frozen_pct
+        self.since = None
+        self._last = None   # (t, cpu_s)
+
+    def update(self, t, cpu_s):
+        if not isinstance(cpu_s, (int, float)) or isinstance(cpu_s, bool):
+            return
+        last = self._last
+        if last is None or t <= last[0]:
+            if last is None:
+                self._last = (t, cpu_s)
+            return
+        rate_pct = (cpu_s - last[1]) / (t - last[0]) * 100.0
+        if cpu_s >= last[1] and rate_pct <= self.frozen_pct:
+            if self.since is None:
+                self.since = last[0]
+        else:
+            self.since = None
+        self._last = (t, cpu_s)
+
+    def held_s(self, t):
+        return 0.0 if self.since is None else t - self.since
