@@ -1,4 +1,4 @@
-# Task runner. Every target creates what it needs on first use (virtualenv, podman
+# Task runner. Every target creates what it needs on first use (system packages, virtualenv, podman
 # settings, the systemd test-host image), so a fresh clone needs nothing else.
 SHELL := /bin/bash
 VENV ?= .venv
@@ -9,7 +9,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 # time (bin/molecule-scenarios; README, "Tests").
 MOLECULE_SCENARIOS ?= default restart fleet
 
-.PHONY: help venv podman image unit detector alerts lint collection sanity units molecule test demo bench bench-restart bench-supervisor clean
+.PHONY: help system-packages venv podman image unit detector alerts lint collection sanity units molecule test demo bench bench-restart bench-supervisor clean
 
 help:
 	@echo "make demo           restart the local demo host with an injected stall (README)"
@@ -19,6 +19,11 @@ help:
 	@echo "make bench          detector benchmark on the trace corpus, beside the reference watchers, and perturbed; ETA error and metrics write time"
 	@echo "make bench-restart  restart downtime, cold page cache against prewarmed"
 	@echo "make bench-supervisor  the unit supervisor's own CPU per poll and memory, on the stand-in with 8 ranks"
+
+# The Debian packages the system-level targets need (podman, runc, debootstrap, promtool,
+# haproxy, python3-venv), installed when missing as root; a normal user is told which.
+system-packages:
+	@bin/system-packages
 
 venv: $(VENV)/.installed
 
@@ -31,24 +36,24 @@ podman:
 	@bin/podman-setup
 
 # The systemd test-host image, rebuilt only when tests/image/ changes.
-image: podman
+image: system-packages podman
 	@tests/image/build
 
 unit: venv
 	$(PY) -m pytest -q tests/unit
 
-# Every labelled trace through the replay, as recorded (score.py) and under each
-# perturbation of perturb.py: any false restart, miss or late verdict fails.
-DETECTOR_TRACES := ../shared/traces tests/traces tests/traces/real
+# Every labelled trace of the repository through the replay, as recorded (bench/score.py)
+# and under each perturbation of bench/perturb.py: any false restart, miss or late
+# verdict fails (docs/trace-format.md has the rules).
+DETECTOR_TRACES := tests/traces tests/traces/corpus tests/traces/real
 detector: venv
-	$(PY) ../shared/tools/score.py --cmd 'bin/sglang-ops replay {trace}' $(DETECTOR_TRACES)
-	$(PY) ../shared/tools/perturb.py --quiet --jobs 2 --cwd . $(DETECTOR_TRACES)
+	$(PY) bench/score.py --cmd 'bin/sglang-ops replay {trace}' $(DETECTOR_TRACES)
+	$(PY) bench/perturb.py --quiet --jobs 2 $(DETECTOR_TRACES)
 
 # The alert rules of monitoring/ checked and unit-tested by promtool (Debian's
-# `prometheus` package; .ci/run installs it).
+# `prometheus` package).
 ALERT_RULES := monitoring/sglang-ops.rules.yml
-alerts:
-	@command -v promtool >/dev/null || { echo "promtool is missing: apt-get install prometheus"; exit 1; }
+alerts: system-packages
 	promtool check rules $(ALERT_RULES)
 	promtool test rules monitoring/sglang-ops.rules.test.yml
 
@@ -69,14 +74,14 @@ units: collection
 	bin/collection units
 
 # Every scenario builds on the shared base .config/molecule/config.yml (molecule/README.md).
-molecule: venv image
+molecule: system-packages venv image
 	@VENV=$(VENV) bin/molecule-scenarios $(MOLECULE_SCENARIOS)
 
 # The unit tests (one core, about 6 min) run beside the rest, whose first half (the
 # checks, then Molecule's converge of the default host) is not timing-sensitive either;
 # their output goes to .cache/unit-tests.log and its end is shown when both are done.
 UNIT_LOG := .cache/unit-tests.log
-test: venv image
+test: system-packages venv image
 	@mkdir -p .cache; echo "== unit tests in the background, output in $(UNIT_LOG)"; \
 	$(MAKE) --no-print-directory unit > $(UNIT_LOG) 2>&1 & unit_pid=$$!; \
 	$(MAKE) --no-print-directory detector alerts lint sanity units molecule; rest=$$?; \
@@ -86,7 +91,7 @@ test: venv image
 	[ $$unit -eq 0 ] || echo "== unit tests failed (exit $$unit): $(UNIT_LOG)"; \
 	[ $$rest -eq 0 ] && [ $$unit -eq 0 ]
 
-demo: venv image
+demo: system-packages venv image
 	bin/demo
 
 bench: venv

@@ -1,0 +1,52 @@
+"""A trace's label (the header's `expect`) and the detection budgets that follow from it."""
+import dataclasses
+
+UNSTATED_POLL_S = 10.0
+# A lethal line is confirmed by the process exiting or the start freezing: two polls and
+# a second, but never less than a minute.
+FAILED_MIN_BUDGET_S = 60.0
+# A stall confirmed by py-spy stacks must be called within ten minutes of its onset...
+STALLED_WITH_STACKS_BUDGET_S = 600.0
+# ...one without stacks within half an hour (and two polls).
+STALLED_BLIND_BUDGET_S = 1800.0
+OUTCOMES = ("ready", "stalled", "failed")
+
+
+@dataclasses.dataclass(frozen=True)
+class Label:
+    outcome: str
+    onset_t: float | None
+    phase: str | None
+    poll_s: float
+    has_stacks: bool
+
+    @classmethod
+    def of(cls, header, observations):
+        """The label of a trace; ValueError when it has none or a malformed one."""
+        expect = header.get("expect")
+        if not isinstance(expect, dict) or expect.get("outcome") not in OUTCOMES:
+            raise ValueError("trace %s has no expect.outcome in %s" % (header.get("name"), OUTCOMES))
+        onset_t = expect.get("onset_t")
+        if expect["outcome"] != "ready" and not is_number(onset_t):
+            raise ValueError("trace %s: a %s label needs a numeric onset_t" % (header.get("name"), expect["outcome"]))
+        return cls(outcome=expect["outcome"], onset_t=None if onset_t is None else float(onset_t),
+                   phase=expect.get("phase"), poll_s=poll_s_of(header),
+                   has_stacks=any("stacks" in o for o in observations))
+
+    @property
+    def budget_s(self):
+        """Seconds after the onset within which the verdict must come (None for ready)."""
+        if self.outcome == "failed":
+            return max(FAILED_MIN_BUDGET_S, 2 * self.poll_s + 1)
+        if self.outcome == "stalled":
+            return STALLED_WITH_STACKS_BUDGET_S if self.has_stacks else STALLED_BLIND_BUDGET_S + 2 * self.poll_s
+        return None
+
+
+def poll_s_of(header):
+    poll_s = header.get("poll_s", UNSTATED_POLL_S)
+    return float(poll_s) if is_number(poll_s) and poll_s > 0 else UNSTATED_POLL_S
+
+
+def is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
