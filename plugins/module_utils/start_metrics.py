@@ -26,6 +26,8 @@ HELP = {
     "sglang_start_elapsed_seconds": ("gauge", "Seconds since the current start began."),
     "sglang_start_phase_elapsed_seconds": ("gauge", "Seconds the current start has been in its phase."),
     "sglang_start_attempt": ("gauge", "Attempt number of the current start within its restart run."),
+    "sglang_start_observe_only": ("gauge", "1 while the current start runs observe-only (rule 4: the same verdict "
+                                  "ended the last starts, so this one is not stopped before its ceiling), else 0."),
     "sglang_start_shards_loaded": ("gauge", "Checkpoint shards loaded so far by the current start."),
     "sglang_start_shards": ("gauge", "Checkpoint shards the current start loads in all."),
     "sglang_start_read_bytes": ("gauge", "Bytes read from storage by the unit's processes in the current start."),
@@ -109,6 +111,12 @@ class StartMetrics:
         self.current = {"attempt": attempt, "phase_since": 0.0, "phase": "starting"}
         self.last_assessment = None
 
+    def observe_only(self, on):
+        """The current start runs observe-only (module_utils/observe_only.py) or not."""
+        if self.current is None:
+            self.start()
+        self.current["observe_only"] = bool(on)
+
     def observe(self, assessment, estimate=None):
         """One poll of the current start: the detector's Assessment (or its dict) and
         the EtaEstimator's Estimate (or None)."""
@@ -155,6 +163,7 @@ class StartMetrics:
         cur = self.current or {}
         watching = bool(cur) and not cur.get("ended")
         put("sglang_start_in_progress", watching)
+        put("sglang_start_observe_only", watching and bool(cur.get("observe_only")))
         a = cur.get("assessment") or self.last_assessment
         if a:
             p = a.get("progress") or {}

@@ -18,7 +18,8 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import
 from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings
 from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import (
     FINAL_VERDICTS, PROBE_ERROR, READY_PENDING)
-from ansible_collections.sglang_ops.serving.plugins.module_utils.progress_line import progress_line
+from ansible_collections.sglang_ops.serving.plugins.module_utils.observe_only import words as observe_only_words
+from ansible_collections.sglang_ops.serving.plugins.module_utils.progress_line import SEP, progress_line
 from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import (
     TraceWriter, relative_observation, trace_header)
 
@@ -47,6 +48,9 @@ class WatchOptions:
     # One node of a server over several hosts: decided_elsewhere(t) -> the server's final
     # Assessment once another node decided the start (or gave up), else None.
     decided_elsewhere: object = None
+    # Rule 4 (module_utils/observe_only.py): a verdict_memory.ObserveOnly when the same verdict
+    # ended the unit's last starts; the detector then holds its verdicts up to the ceiling.
+    observe_only: object = None
 
 
 @dataclasses.dataclass
@@ -111,7 +115,9 @@ def _decided_elsewhere(options, watched_s):
 
 def watch_start(port, options, t0, new_detector=None):
     """Watch from t0 (epoch seconds, the start) to a final verdict -> WatchResult."""
-    detector = (new_detector or Detector)(options.settings)
+    make = new_detector or Detector
+    detector = make(options.settings) if options.observe_only is None else \
+        make(options.settings, observe_only=options.observe_only)
     trace, cursor, stacks = None, None, False
     polls, failures, cost = 0, 0, {}
     obs, decided = {}, Assessment(0.0, "starting", "progressing", "starting", "no observation yet")
@@ -139,7 +145,8 @@ def watch_start(port, options, t0, new_detector=None):
                 obs["missing"] = result["missing"]
             a = detector.observe(obs)
             estimate = options.outlook.on_poll(obs, a) if options.outlook is not None else None
-            port.emit(progress_line(a, estimate))
+            line = progress_line(a, estimate)
+            port.emit(line if options.observe_only is None else line + SEP + observe_only_words(options.observe_only))
             stacks = bool(a.want_stacks)
             decided = _decision(a, obs, port.clock() - t0, options)
             if trace is None:

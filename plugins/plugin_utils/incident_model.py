@@ -14,7 +14,7 @@ from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_eviden
     ERROR_LINE, evidence_lines, onset, short)
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_timeline import phase_spans, timeline
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_words import (  # noqa: F401 (re-exported)
-    OTHER_CODE_TITLES, PHASE_WORDS, fmt_duration, fmt_t, utc)
+    OTHER_CODE_TITLES, PHASE_WORDS, fmt_duration, fmt_t, observe_only_sentence, utc)
 
 DIAGNOSTIC_EXCERPT_LINES = 40
 
@@ -133,7 +133,8 @@ def _automation(run, attempts, fc, verdict):
     tail = run.get("outcome", "?")
     if run.get("gave_up_because"):
         tail += ": " + redact(run["gave_up_because"])
-    return "; ".join(steps + ["outcome " + tail]) if steps else "outcome " + tail
+    held = redact(observe_only_sentence(run.get("attempts")))
+    return ("; ".join(steps + ["outcome " + tail]) if steps else "outcome " + tail) + held
 
 
 HAND_OVER_PHASES = ("preflight", "stopping", "unknown")

@@ -26,6 +26,15 @@ OTHER_CODE_TITLES = {
 }
 
 
+def observe_only_sentence(attempts):
+    """Rule 4 in the report: which attempts ran observe-only and why ('' when none did)."""
+    held = [a for a in attempts or () if isinstance(a, dict) and (a.get("observe_only") or {}).get("why")]
+    return "".join(
+        " Attempt %s ran observe-only: the same verdict had ended the starts before it, so a restart had not "
+        "helped, and the detector did not stop it before its ceiling of %s (%s)." % (
+            a.get("n"), fmt_duration(a["observe_only"].get("ceiling_s")), a["observe_only"]["why"]) for a in held)
+
+
 def utc(epoch_s):
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(epoch_s))
 

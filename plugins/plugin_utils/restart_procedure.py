@@ -19,6 +19,8 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes
 from ansible_collections.sglang_ops.serving.plugins.module_utils.progress_line import progress_line
 from ansible_collections.sglang_ops.serving.plugins.module_utils import systemd_unit
 from ansible_collections.sglang_ops.serving.plugins.module_utils.start_watch import TraceTarget, WatchOptions, watch_start
+from ansible_collections.sglang_ops.serving.plugins.module_utils import observe_only as observe_only_words
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils import observe_only_step
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import (
     host_checks, host_lock, metrics_step, server_sync, supervised_restart, systemctl_verbs)
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import iso_utc, redact_secrets
@@ -91,10 +93,10 @@ class RestartOptions:
         """The options among names that the task sets to something other than their default."""
         return [n for n in names if n in self.defaults and self.args.get(n) != self.defaults[n]]
 
-    def watch(self, trace=None, outlook=None, decided_elsewhere=None):
+    def watch(self, trace=None, outlook=None, decided_elsewhere=None, observe_only=None):
         return WatchOptions(poll_s=self.args["poll_s"], start_timeout_s=self.args["start_timeout_s"],
                             settings=self.settings, trace=trace, outlook=outlook,
-                            decided_elsewhere=decided_elsewhere)
+                            decided_elsewhere=decided_elsewhere, observe_only=observe_only)
 
 
 # Options of the playbook's own watch that a supervised unit cannot honour: its supervisor
@@ -373,6 +375,14 @@ class RestartProcedure:
                 outcome.verdict.upper(), outcome.phase, outcome.t, outcome.reason_code, outcome.reason))
             attempt["diagnostics"] = self._capture_diagnostics(n, attempt["started_epoch_s"])
             decision = server_decision or retry_policy.decide(outcome.reason_code, n, max_attempts, earlier_codes)
+            if not decision.restarts and server_decision is None and n < max_attempts \
+                    and outcome.reason_code in earlier_codes:
+                # Rule 4: the same failure again means our verdict, not the server, may be wrong;
+                # the next attempt runs observe-only instead of leaving the server down.
+                upcoming = self._observe_only_next()
+                if upcoming is not None:
+                    decision = retry_policy.Decision(retry_policy.RESTART, "%s again, attempt %d of %d next, %s" % (
+                        outcome.reason_code, n + 1, max_attempts, observe_only_words.words(upcoming)))
             earlier_codes.append(outcome.reason_code)
             attempt["action"] = "restarted" if decision.restarts else "handed_over"
             attempt["decision"] = decision.reason
@@ -455,11 +465,24 @@ class RestartProcedure:
             self.port.emit("prewarm skipped: %s" % summary.get("msg"))
         return summary
 
+    def _observe_only_next(self):
+        """Rule 4 for the next attempt (observe_only_step.py): an ObserveOnly, or None. A node
+        of a server over several hosts never runs observe-only: the server decides as one."""
+        if self.server is not None:
+            return None
+        usual_s = self.outlook.estimator.usual_total_s if self.outlook is not None else None
+        return observe_only_step.for_next_attempt(os.path.dirname(self.artifacts.path), self.artifacts.path,
+                                                  self.record["attempts"], usual_s)
+
     def _attempt(self, n):
         t0 = self.port.clock()
         self.stage = "starting %s (attempt %d)" % (self.unit, n)
         self.current_attempt = {"n": n, "trace": self.artifacts.trace_relpath(n), "started": iso_utc(t0),
                                 "started_epoch_s": round(t0, 3)}
+        held = self._observe_only_next()
+        held_words = observe_only_words.words(held) if held is not None else None
+        if held is not None:
+            self.current_attempt["observe_only"] = observe_only_words.to_dict(held)
         rc, dummy_out, err = self.port.verb("start")
         self.changed = True
         if rc == 124:
@@ -468,16 +491,18 @@ class RestartProcedure:
             # The watch sees the failed unit and names it; the message says why.
             self.port.emit("systemctl start exited %s: %s" % (rc, redact_secrets((err or "").strip()[-300:])))
         self.stage = "watching the start of %s (attempt %d)" % (self.unit, n)
-        self.port.emit("started %s (attempt %d of %d); probing every %.0f s" % (
-            self.unit, n, self.args["max_attempts"], self.args["poll_s"]))
+        self.port.emit("started %s (attempt %d of %d); probing every %.0f s%s" % (
+            self.unit, n, self.args["max_attempts"], self.args["poll_s"], "; " + held_words if held_words else ""))
         trace = TraceTarget(
             path=self.artifacts.abspath(self.artifacts.trace_relpath(n)),
             name="%s-%s-attempt-%d" % (self.host, os.path.basename(self.artifacts.path), n), unit=self.unit,
-            description="restart of %s on %s, attempt %d of %d" % (self.unit, self.host, n, self.args["max_attempts"]))
+            description="restart of %s on %s, attempt %d of %d%s" % (
+                self.unit, self.host, n, self.args["max_attempts"], "; " + held_words if held_words else ""))
         self.port.since_epoch_s = t0
         self.outlook.begin_attempt(n)
+        self.outlook.metrics.observe_only(held is not None)
         elsewhere = (lambda t: self.server.peer_outcome(n, t)) if self.server is not None else None
-        return watch_start(self.port, self.options.watch(trace, self.outlook, elsewhere), t0,
+        return watch_start(self.port, self.options.watch(trace, self.outlook, elsewhere, held), t0,
                            self.options.new_detector)
 
     def _spin_grace_s(self):
@@ -615,9 +640,11 @@ class RestartProcedure:
         self.record["gave_up_because"] = because
         res = self._finish("gave_up", phase, code, reason, failed=True, verdict=verdict)
         title = FAILURE_CLASSES[code].title if code in FAILURE_CLASSES else code
-        res["msg"] = ("%s: gave up on %s after %s, in phase %s: %s (%s): %s. Why no restart: %s. "
+        held = observe_only_step.summary_words(self.record["attempts"])
+        res["msg"] = ("%s: gave up on %s after %s, in phase %s: %s (%s): %s. Why no restart: %s. %s"
                       "Artifacts: %s" % (self.host, self._unit_words(), _count(n, "attempt"), phase, title, code,
-                                         redact_secrets(reason), because, self._artifacts_words()))
+                                         redact_secrets(reason), because, "Rule 4: %s. " % held if held else "",
+                                         self._artifacts_words()))
         res["report"] = self._write_incident_report()
         return res
 
@@ -637,9 +664,11 @@ class RestartProcedure:
         if failed:
             res["failed"] = True
         if outcome == "ready":
-            res["msg"] = "%s: %s ready after %s; %sartifacts: %s" % (
+            held = observe_only_step.summary_words(self.record["attempts"])
+            res["msg"] = "%s: %s ready after %s; %s%sartifacts: %s" % (
                 self.host, self._unit_words(), _count(len(self.record["attempts"]), "attempt"),
-                _time_to_ready_words(self.record.get("time_to_ready")), self._artifacts_words())
+                _time_to_ready_words(self.record.get("time_to_ready")), held + "; " if held else "",
+                self._artifacts_words())
         return res
 
     def _unit_words(self):

@@ -102,7 +102,7 @@ class SupervisedRestart:
                 "reason": record.get("reason") or "", "t": round(_elapsed_s(record), 3), "polls": record.get("polls"),
                 "started_epoch_s": record.get("started_at"), "exit_code": record.get("exit_code"),
                 "phase_durations": record.get("phase_durations") or {}, "host_dir": record.get("dir"),
-                "decided_by": "supervisor", "action": action}
+                "decided_by": "supervisor", "action": action, "observe_only": record.get("observe_only")}
 
     def run(self):
         """{"outcome": ready | gave_up | timeout, "attempts": [...], "last": record or None,
@@ -133,6 +133,9 @@ class SupervisedRestart:
                     self.port.emit("start %d: %s" % (n, verdict_words(record)))
                     if ready:
                         return {"outcome": "ready", "attempts": self.attempts, "last": record, "unit_state": unit}
+                elif (record.get("observe_only") or {}).get("words") and shown.get(("oo", record["dir"])) is None:
+                    shown[("oo", record["dir"])] = True   # rule 4: said once per start, before its progress
+                    self.port.emit("start %d: %s" % (n, record["observe_only"]["words"]))
                 elif record.get("progress") and shown.get(record["dir"]) != record["progress"]:
                     shown[record["dir"]] = record["progress"]
                     self.port.emit("start %d: %s" % (n, record["progress"]))

@@ -119,3 +119,15 @@ def test_bad_benign_behaviour_is_refused_before_starting(launch, fault, words):
     s = launch(fault=fault)
     assert s.proc.wait(timeout=20) == 2
     assert words in s.output()
+
+
+def test_from_start_acts_only_from_that_start_on(launch, base_env):
+    with open(base_env["SGLANG_STANDIN_FAULTS_FILE"], "w") as f:
+        json.dump([{"kind": "exit", "phase": "weight_load", "code": 3, "times": 1},
+                   {"kind": "benign_line", "phase": "kv_cache", "from_start": 2}], f)
+    first = launch()
+    assert first.proc.wait(timeout=30) == 3
+    assert not RECORD.search(first.output())
+    second = launch()
+    second.wait_ready(timeout=40)
+    assert len(RECORD.findall(second.output())) == 1

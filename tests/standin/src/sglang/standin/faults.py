@@ -3,7 +3,8 @@
 Sources: the JSON in $SGLANG_STANDIN_FAULT (wins) or the file named by the
 `faults_file` setting. Either holds one fault object, a list of them, or
 {"faults": [...]}. A fault with "times": N is active only on the first N starts
-counted for that exact fault configuration (state_dir/starts.json).
+counted for that exact fault configuration (state_dir/starts.json), one with
+"from_start": N only from the Nth on.
 """
 import fcntl
 import hashlib
@@ -58,6 +59,7 @@ class Fault:
     period_s: tuple = (30.0, 60.0)   # tuning_loop: seconds between two GPU bursts (drawn in this range)
     burst_s: float = 2.0        # tuning_loop: how long one burst shows on nvidia-smi
     times: int = 0              # 0 = every start
+    from_start: int = 1         # active from this start on (counted as for times)
     raw: dict = field(default_factory=dict, compare=False)
 
 
@@ -77,7 +79,7 @@ def parse(data):
         if not isinstance(item, dict) or item.get("kind") not in KINDS:
             raise ValueError(f"fault {item!r}: kind must be one of {', '.join(KINDS)}")
         kind = item["kind"]
-        extra = set(item) - _ALLOWED[kind] - {"kind", "times"}
+        extra = set(item) - _ALLOWED[kind] - {"kind", "times", "from_start"}
         if extra:
             raise ValueError(f"fault {kind}: unknown keys {sorted(extra)}")
         phase = item.get("phase", BENIGN_DEFAULT_PHASE.get(kind, ""))
@@ -112,7 +114,8 @@ def parse(data):
             escape_cgroup=bool(item.get("escape_cgroup", True)),
             after_s=float(item.get("after_s", 0.0)), configs=int(item.get("configs", 6)),
             workers=int(item.get("workers", 0)), period_s=(float(period[0]), float(period[1])),
-            burst_s=float(item.get("burst_s", 2.0)), times=int(item.get("times", 0)), raw=item))
+            burst_s=float(item.get("burst_s", 2.0)), times=int(item.get("times", 0)),
+            from_start=int(item.get("from_start", 1)), raw=item))
     return faults
 
 
@@ -150,7 +153,7 @@ def count_start(state_dir, text):
 
 
 def active(faults, start_no):
-    return [f for f in faults if f.times <= 0 or start_no <= f.times]
+    return [f for f in faults if (f.times <= 0 or start_no <= f.times) and start_no >= f.from_start]
 
 
 def to_json(faults):
