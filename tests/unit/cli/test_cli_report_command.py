@@ -7,7 +7,7 @@ import sys
 from sglang_ops_cli.cli import main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-SEED = os.path.normpath(os.path.join(ROOT, "..", "shared", "traces", "seed_packing_error.jsonl"))
+SEED = os.path.join(ROOT, "tests", "traces", "corpus", "seed_packing_error.jsonl")
 
 
 def test_report_of_a_trace_prints_the_summary_and_the_files(tmp_path, capsys):

@@ -5,8 +5,8 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-SHARED = os.path.join(os.path.dirname(ROOT), "shared", "traces")
-WARM = os.path.join(SHARED, "healthy_warm_cache.jsonl")
+CORPUS = os.path.join(ROOT, "tests", "traces", "corpus")
+WARM = os.path.join(CORPUS, "healthy_warm_cache.jsonl")
 JITTER = os.path.join(ROOT, "tests", "traces", "healthy_jitter_missing_signals_tp8.jsonl")
 
 

@@ -10,10 +10,10 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.start_history i
     artifact_traces, history_traces, load_history, read_start, supervisor_traces)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-SHARED = os.path.join(os.path.dirname(ROOT), "shared", "traces")
-WARM = os.path.join(SHARED, "healthy_warm_cache.jsonl")
-COLD = os.path.join(SHARED, "healthy_cold_cache_silent.jsonl")
-STALL = os.path.join(SHARED, "stall_idle_after_load.jsonl")
+CORPUS = os.path.join(ROOT, "tests", "traces", "corpus")
+WARM = os.path.join(CORPUS, "healthy_warm_cache.jsonl")
+COLD = os.path.join(CORPUS, "healthy_cold_cache_silent.jsonl")
+STALL = os.path.join(CORPUS, "stall_idle_after_load.jsonl")
 
 
 def test_a_ready_start_has_its_phases_in_order_with_durations_and_bytes_read():

@@ -5,15 +5,14 @@ import os
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__)))))
-SHARED_TRACES = os.path.normpath(os.path.join(ROOT, "..", "shared", "traces"))
+CORPUS_TRACES = os.path.join(ROOT, "tests", "traces", "corpus")
 RUNBOOK = os.path.join(ROOT, "docs", "runbook.md")
 
 
-def shared_trace_paths():
-    assert os.path.isdir(SHARED_TRACES), "the shared traces must sit at ../shared/traces beside the checkout"
-    names = sorted(n for n in os.listdir(SHARED_TRACES) if n.endswith(".jsonl"))
-    assert names, "no traces in %s" % SHARED_TRACES
-    return [os.path.join(SHARED_TRACES, n) for n in names]
+def corpus_trace_paths():
+    names = sorted(n for n in os.listdir(CORPUS_TRACES) if n.endswith(".jsonl"))
+    assert names, "no traces in %s" % CORPUS_TRACES
+    return [os.path.join(CORPUS_TRACES, n) for n in names]
 
 
 @functools.lru_cache(maxsize=None)

@@ -8,7 +8,7 @@ import pytest
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_report import (
     ReportInputError, write_incident_report)
 
-from ansible_collections.sglang_ops.serving.tests.unit.report.report_fixtures import SHARED_TRACES
+from ansible_collections.sglang_ops.serving.tests.unit.report.report_fixtures import CORPUS_TRACES
 
 
 @pytest.fixture
@@ -17,7 +17,7 @@ def run_dir(tmp_path):
     for n in (1, 2):
         diag = run / ("attempt-%d" % n) / "diagnostics"
         diag.mkdir(parents=True)
-        shutil.copy(os.path.join(SHARED_TRACES, "stall_idle_after_load.jsonl"), str(run / ("attempt-%d" % n) / "trace.jsonl"))
+        shutil.copy(os.path.join(CORPUS_TRACES, "stall_idle_after_load.jsonl"), str(run / ("attempt-%d" % n) / "trace.jsonl"))
         (diag / "unit-status.txt").write_text("ActiveState=active\nSubState=running\nMainPID=1986\n")
         (diag / "journal.txt").write_text("\n".join("journal record %d" % i for i in range(200)) + "\n")
         (diag / "py-spy-0.txt").write_text("Thread 1 (idle): \"MainThread\"\n    barrier (torch/distributed)\n")

@@ -1,4 +1,4 @@
-"""Reports rendered from every trace in ../shared/traces, replayed through the real detector,
+"""Reports rendered from every trace of the labelled corpus (tests/traces/corpus), replayed through the real detector,
 with their content checked against the detector's decision and the runbook."""
 import json
 import os
@@ -10,9 +10,9 @@ from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_model 
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_report import replay, write_trace_report
 from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import read_trace
 
-from ansible_collections.sglang_ops.serving.tests.unit.report.report_fixtures import runbook_sections, shared_trace_paths
+from ansible_collections.sglang_ops.serving.tests.unit.report.report_fixtures import corpus_trace_paths, runbook_sections
 
-TRACES = shared_trace_paths()
+TRACES = corpus_trace_paths()
 
 
 def _decision(path):

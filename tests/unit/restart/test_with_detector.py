@@ -15,12 +15,12 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format im
 from ansible_collections.sglang_ops.serving.tests.unit.restart.restart_fakes import Clock, FakeHost, make_procedure
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-SHARED_TRACES = os.path.join(os.path.dirname(ROOT), "shared", "traces")
 PROJECT_TRACES = os.path.join(ROOT, "tests", "traces")
+CORPUS_TRACES = os.path.join(PROJECT_TRACES, "corpus")
 
 
 def _trace(name):
-    for folder in (PROJECT_TRACES, SHARED_TRACES):
+    for folder in (PROJECT_TRACES, CORPUS_TRACES):
         path = os.path.join(folder, name)
         if os.path.exists(path):
             return path
