@@ -46,6 +46,12 @@ def failures(result):
      "also need sglang_service_speculative_draft_model_path"),
     ({"cuda_toolkit_version": "12.8"}, "cuda_toolkit_version must be 13.<minor>"),
     ({"sglang_version": "latest"}, "sglang_version must be an exact release"),
+    ({"sglang_version": "0.5.24\n"}, "sglang_version must be an exact release"),
+    ({"cuda_toolkit_version": "13.0\n"}, "cuda_toolkit_version must be 13.<minor>"),
+    ({"sglang_service_supervisor": "false"},
+     'sglang_service: sglang_service_supervisor must be true or false, unquoted, got "false" (a string); '
+     'with -e write it as JSON: -e \'{"sglang_service_supervisor": false}\''),
+    ({"sglang_cache_check": "yes"}, 'sglang: sglang_cache_check must be true or false, unquoted, got "yes" (a string)'),
     ({"sglang_service_extra_args": [{"--kv-cache-dtype": "fp8_e4m3"}]},
      "sglang_service_extra_args must be a list whose items are strings (one flag) or lists of strings"),
     ({"sglang_service_extra_args": [["--json-model-override-args", ["a", "b"]]]},
