@@ -68,7 +68,7 @@ class DetectorSettings:
     # Rule 3: identical stacks with idle GPUs are parked only once the GPUs stayed flat this
     # long: longer than a few periods of a tuning loop's bursts (30-60 s), one of which a
     # lost reading may hide.
-    stall_parked_gpu_flat_s: float = 240.0
+    stall_parked_gpu_flat_s: float = 180.0
     # Rule 5: the unit's CPU time not moving (at most frozen_cpu_pct of one core) for
     # stall_frozen_window_s, with no GPU at work and nothing else moving, is a frozen start,
     # with or without GPU telemetry.

@@ -51,8 +51,12 @@ class LineConfirmation:
             recent = h if h is not None else self._recent_survived(t)
             self.open = None
             return (CONFIRMED_DEAD, recent) if recent is not None else (None, None)
-        if h is None or t <= h.seen_t:
+        if h is None:
             return None, None
+        if t <= h.seen_t:
+            # the poll that brought the line measured the time before it too: only a line
+            # printed after it speaks for the time since
+            return (self._survive(h), h) if "log" in life else (None, None)
         if life:
             return self._survive(h), h
         if frozen:

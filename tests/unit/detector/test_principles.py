@@ -79,12 +79,15 @@ def test_constant_stacks_in_synchronize_with_gpu_bursts_are_work_not_a_stall(sta
     assert a.evidence["signature"] in ("gpu_active", "idle", "unknown")
 
 
-def test_the_same_stacks_with_flat_idle_gpus_are_a_stall(start):
+def test_the_same_stacks_with_flat_idle_gpus_are_a_stall_once_flat_past_a_burst_period(start):
     s = start()
     s.loaded()
     frames = ["synchronize", "busy_gpu", "main"]
     s.poll(cpu_pct=3, extra=_stacks(frames))
     s.polls(50, cpu_pct=3)
+    a = s.poll(cpu_pct=3, extra=_stacks(frames))
+    assert not a.final, "60 s of flat GPUs can fall between two bursts of a tuning loop"
+    s.polls(s.det.settings.stall_parked_gpu_flat_s - 60, cpu_pct=3)
     a = s.poll(cpu_pct=3, extra=_stacks(frames))
     assert (a.verdict, a.reason_code) == ("stalled", "stall_wait_stacks") and a.evidence["stacks"]["hardware"] == "GPUs idle"
 
@@ -148,7 +151,8 @@ def test_a_fatal_line_cut_at_line_max_is_read_whole(start):
     line = "[2026-11-29 10:00:00 TP5] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB."
     parts = [line[:33], line[33:60], line[60:]]
     s.poll(log=[{"t": 60.0, "msg": parts[0], "line_break": "line-max"}, {"t": 60.0, "msg": parts[1], "line_break": "line-max"}])
-    a = s.poll(log=[{"t": 60.0, "msg": parts[2]}])      # the rest came with the next poll
+    s.unit = {"active": "failed", "sub": "failed", "main_pid": None, "restarts": 0}
+    a = s.poll(log=[{"t": 60.0, "msg": parts[2]}])      # the rest came with the next poll, and the process went
     assert (a.verdict, a.reason_code) == ("failed", "fatal_oom")
 
 

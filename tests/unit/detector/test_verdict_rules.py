@@ -13,14 +13,16 @@ def test_blob_record_with_finished_bar_means_weights_loaded(start):
     assert "bar" in a.evidence["moved"]
 
 
-def test_a_lethal_line_fails_once_nothing_follows_it_with_its_phase(start):
+def test_a_lethal_line_fails_once_the_start_freezes_after_it_with_its_phase(start):
     s = start()
     s.loaded()
     at = s.t + s.poll_s - 0.5     # the line came half a second before the poll: not yet
     a = s.poll(log=[{"t": at - 1, "msg": "[x TP0] Capture cuda graph begin. avail mem=2.1 GB"},
                     {"t": at, "msg": "[x TP3] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."}])
     assert not a.final and "OutOfMemoryError" in a.evidence["fatal_lines"][0]
+    s.util = [100 if i % 2 else 0 for i in range(8)]    # the other ranks wait in a collective
     a = s.poll(cpu_pct=300)
+    assert a.evidence["rule"].startswith("rule 1: lethal line confirmed by the start freezing")
     assert (a.verdict, a.reason_code, a.phase, a.final) == ("failed", "fatal_oom", "cuda_graph", True)
 
 
@@ -138,12 +140,12 @@ def _stacks(frames, ranks=8):
     return {"stacks": [{"pid": 100 + r, "rank": "TP%d" % r, "frames": list(frames)} for r in range(ranks)]}
 
 
-def test_identical_stacks_in_a_wait_a_minute_apart_stall_even_with_busy_cpu(start):
+def test_identical_stacks_in_a_wait_stall_even_with_busy_cpu_once_the_gpus_stayed_flat(start):
     s = start()
     s.loaded()
     frames = ["all_reduce", "forward", "capture", "run_scheduler_process"]
     s.poll(cpu_pct=800, extra=_stacks(frames))
-    for dummy in range(5):
+    for dummy in range(int(s.det.settings.stall_parked_gpu_flat_s / s.poll_s) - 1):
         assert not s.poll(cpu_pct=800).final
     a = s.poll(cpu_pct=800, extra=_stacks(frames))
     assert (a.verdict, a.reason_code) == ("stalled", "stall_wait_stacks")
@@ -166,7 +168,7 @@ def test_identical_stacks_with_idle_cpu_stall_whatever_the_frames(start):
     s.loaded()
     frames = ["_load_one_shard", "load_weights"]
     s.poll(cpu_pct=3, extra=_stacks(frames))
-    s.polls(50, cpu_pct=3)
+    s.polls(s.det.settings.stall_parked_gpu_flat_s - 10, cpu_pct=3)
     assert s.poll(cpu_pct=3, extra=_stacks(frames)).reason_code == "stall_wait_stacks"
 
 
@@ -261,6 +263,7 @@ def test_a_final_verdict_sticks_for_later_observations(start):
     s = start()
     s.loaded()
     s.poll(log=["[x TP0] Scheduler hit an exception: Traceback (most recent call last):"])
+    s.unit = {"active": "failed", "sub": "failed", "main_pid": None, "restarts": 0}
     failed = s.poll()
     assert failed.verdict == "failed"
     s.http = {"health": 200, "completion": {"ok": True, "status": 200, "ms": 1.0}}
@@ -314,3 +317,27 @@ def test_a_failed_completion_is_not_ready_even_with_health_200(start):
     s.loaded()
     s.http = {"health": 200, "completion": {"ok": False, "status": 500, "ms": 20.0}}
     assert s.poll(log=["The server is fired up and ready to roll!"]).verdict != "ready"
+
+
+def test_a_lethal_line_followed_by_busy_cpu_and_gpu_bursts_was_survived(start):
+    s = start()
+    s.loaded()
+    a = s.poll(log=["E1201 12:00:01.123000 4242 torch/_inductor/select_algorithm.py:2105] RuntimeError: No valid triton "
+                    "configs. OutOfMemoryError: out of resource: triton_mm Required: 262144 Hardware limit:232448"])
+    assert not a.final
+    for i in range(12):
+        s.util = [18 if i % 3 == 0 else 0] * 8
+        a = s.poll(cpu_pct=1500)
+        assert not a.final, a.reason
+    assert "OutOfMemoryError" in a.evidence["survived_lines"][-1]
+
+
+def test_a_survived_lethal_line_still_names_a_death_that_follows_within_the_window(start):
+    s = start()
+    s.loaded()
+    s.poll(log=["[x TP3] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."])
+    s.poll(cpu_pct=900)
+    s.unit = {"active": "failed", "sub": "failed", "main_pid": None, "restarts": 0}
+    a = s.poll(cpu_pct=5)
+    assert (a.verdict, a.reason_code) == ("failed", "fatal_oom")
+    assert a.evidence["rule"] == "rule 1: lethal line confirmed by the process exiting"
