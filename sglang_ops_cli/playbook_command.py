@@ -17,7 +17,8 @@ EXIT_CODES_EPILOG = """exit status:
   0  every host ready
   1  a host gave up or a task failed (see the printed artifacts path)
   2  usage error, missing inventory, or ansible-runner not installed
-  3  (status) reachable, but the service is not ready
+  3  (status) reachable, but the service is not ready, or the host is drained
+     (or in maintenance) in the load balancer
   4  at least one host unreachable"""
 
 
@@ -91,6 +92,10 @@ def describe(outcome, code):
         parts.append("failed: %s" % ", ".join(outcome.failed))
     if outcome.verdicts:
         parts.append("verdicts: %s" % ", ".join("%s=%s" % hv for hv in sorted(outcome.verdicts.items())))
+    if outcome.out_of_lb:
+        parts.append("out of the load balancer: %s" % ", ".join(
+            "%s %s (%s)" % (host, "drained" if state == "drain" else "in maintenance", where)
+            for host, (state, where) in sorted(outcome.out_of_lb.items())))
     if outcome.status == "canceled":
         parts.append("interrupted; ansible-playbook was stopped")
     elif not outcome.unreachable and not outcome.failed and outcome.rc != 0:

@@ -21,10 +21,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXIT_READY = 0          # every host ready (status) / restarted and ready (restart)
 EXIT_FAILED = 1         # a host gave up, a task failed, or the playbook could not run
 EXIT_USAGE = 2          # bad arguments, missing inventory, ansible-runner not installed
-EXIT_NOT_READY = 3      # status only: reachable, but the service is not ready (yet)
+EXIT_NOT_READY = 3      # status only: reachable, but the service is not ready (yet) or out of the load balancer
 EXIT_UNREACHABLE = 4    # at least one host could not be reached
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# States of a server in the load balancer (module sglang_lb_member) that take no new traffic.
+OUT_OF_LB_STATES = ("drain", "maint")
 
 
 @dataclass
@@ -35,6 +37,7 @@ class PlaybookOutcome:
     failed: list = field(default_factory=list)
     verdicts: dict = field(default_factory=dict)  # host -> verdict reported by a task
     reports: dict = field(default_factory=dict)   # host -> incident report (report.md) or artifacts folder
+    out_of_lb: dict = field(default_factory=dict)  # host -> (state, backend/server): drained or in maintenance
 
     def exit_code(self, need_ready_verdict=False):
         """Unreachable beats failed beats not-ready: the worst news decides."""
@@ -42,7 +45,7 @@ class PlaybookOutcome:
             return EXIT_UNREACHABLE
         if self.failed or self.rc != 0 or self.status not in ("successful",):
             return EXIT_FAILED
-        if need_ready_verdict and any(v != "ready" for v in self.verdicts.values()):
+        if need_ready_verdict and (any(v != "ready" for v in self.verdicts.values()) or self.out_of_lb):
             return EXIT_NOT_READY
         return EXIT_READY
 
@@ -59,6 +62,16 @@ def find_verdict(result, depth=0):
             return found
     value = result.get("verdict")
     return value if isinstance(value, str) else None
+
+
+def load_balancer_state(result):
+    """(state, "backend/server") of the fact `sglang_lb_state` a task result sets
+    (playbooks/status.yml), or None."""
+    facts = result.get("ansible_facts") if isinstance(result, dict) else None
+    found = facts.get("sglang_lb_state") if isinstance(facts, dict) else None
+    if not isinstance(found, dict) or not isinstance(found.get("state"), str):
+        return None
+    return found["state"], str(found.get("where", "?"))
 
 
 def report_location(result):
@@ -80,7 +93,7 @@ class EventPrinter:
 
     def __init__(self, out):
         self.out = out
-        self.unreachable, self.failed, self.verdicts, self.reports = [], [], {}, {}
+        self.unreachable, self.failed, self.verdicts, self.reports, self.out_of_lb = [], [], {}, {}, {}
         self.strip_colour = not (hasattr(out, "isatty") and out.isatty())
 
     def __call__(self, event):
@@ -105,6 +118,11 @@ class EventPrinter:
             verdict = find_verdict(data.get("res"))
             if verdict:
                 self.verdicts[host] = verdict
+            in_lb = load_balancer_state(data.get("res"))
+            if in_lb and in_lb[0] in OUT_OF_LB_STATES:
+                self.out_of_lb[host] = in_lb
+            elif in_lb:
+                self.out_of_lb.pop(host, None)
         return True
 
 
@@ -201,7 +219,8 @@ def run_playbook(playbook, inventory=None, limit=None, extravars=None, out=None,
         result = ansible_runner.run(**kwargs)
         rc = result.rc if isinstance(result.rc, int) else 1
         return PlaybookOutcome(rc=rc, status=result.status or "unknown", unreachable=printer.unreachable,
-                               failed=printer.failed, verdicts=printer.verdicts, reports=printer.reports)
+                               failed=printer.failed, verdicts=printer.verdicts, reports=printer.reports,
+                               out_of_lb=printer.out_of_lb)
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
