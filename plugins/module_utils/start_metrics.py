@@ -216,16 +216,22 @@ class StartMetrics:
 
 def write_textfile(folder, name, text):
     """Write folder/name atomically: a temporary file in the same folder (a name the
-    collector ignores), then rename over the old one; mode 0644."""
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".%s." % name, suffix=".tmp")
+    collector ignores), then rename over the old one; mode 0644. OSError names the file
+    (folder/name) whatever step failed (ENOSPC, EROFS, EACCES)."""
+    path = os.path.join(folder, name)
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".%s." % name, suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.chmod(tmp, 0o644)
-        os.replace(tmp, os.path.join(folder, name))
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        os.replace(tmp, path)
+    except BaseException as exc:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        if isinstance(exc, OSError):
+            raise OSError(exc.errno, exc.strerror or str(exc), path) from exc
         raise

@@ -13,13 +13,19 @@ reason, exit_code, started_at / ended_at (epoch s; ended_at null while running),
 ready_after_s, phase_durations {phase: s}, polls, restarts (systemd's NRestarts when
 known), unit, progress (the last progress line). Only the last `keep` folders stay.
 Read by `bin/sglang-ops status`, the incident report, the restart action and metrics.
+
+The records are for people and tools reading the start, never a condition of it: a write
+that fails (a full disk, a read-only or unwritable folder) is one warning naming the
+file (WriteGuard: once per file), and the start goes on without that file.
 """
+import errno
 import json
 import os
 import re
 import time
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.redaction import redact
+from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import TraceWriter
 
 DEFAULT_ROOT = "/var/lib/sglang-ops/starts"
 CURRENT = "current"
@@ -36,9 +42,94 @@ def stamp(epoch_s, pid):
 
 def _write_atomic(path, text):
     tmp = "%s.%d.tmp" % (path, os.getpid())
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except OSError:
+        _unlink_quietly(tmp)
+        raise
+
+
+def _unlink_quietly(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+class WriteGuard:
+    """Runs the writes of a start's files; an OSError is one warning per file through
+    warn(text) (the journal), and the caller goes on."""
+
+    def __init__(self, warn=None):
+        self.warn = warn
+        self.failed = set()        # paths already warned about
+
+    def attempt(self, path, write):
+        """write() -> its result, or None when it raised OSError."""
+        try:
+            return write()
+        except OSError as e:
+            if path not in self.failed:
+                self.failed.add(path)
+                if self.warn is not None:
+                    self.warn("warning: cannot write %s (%s); the start goes on without it"
+                              % (path, e.strerror or errno.errorcode.get(e.errno, e)))
+            return None
+
+
+class _GuardedTraceFile:
+    """The file object under a TraceWriter: each line (the writer writes one, then
+    flushes) goes to disk whole or not at all. A line that cannot be written is dropped
+    and the file cut back to the last whole line, so the trace stays readable; later
+    lines are tried again (a disk that filled may free up)."""
+
+    def __init__(self, path, guard):
+        self.path, self.guard = path, guard
+        self.buffer = []
+        self.size = 0
+        self.fd = guard.attempt(path, lambda: os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o640))
+        self.closed = False
+
+    def write(self, text):
+        self.buffer.append(text)
+
+    def flush(self):
+        data, self.buffer = "".join(self.buffer).encode("utf-8"), []
+        if self.fd is None or not data:
+            return
+        if self.guard.attempt(self.path, lambda: self._write_whole(data)) is None:
+            try:
+                os.ftruncate(self.fd, self.size)
+                os.lseek(self.fd, self.size, os.SEEK_SET)
+            except OSError:
+                pass
+
+    def _write_whole(self, data):
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view):]
+        self.size += len(data)
+        return True
+
+    def close(self):
+        if not self.closed and self.fd is not None:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+        self.closed = True
+
+
+class StartTrace(TraceWriter):
+    """trace_format's TraceWriter (its lines, its header) over a _GuardedTraceFile: a
+    trace that cannot be written costs a warning, never the start."""
+
+    def __init__(self, path, header, guard):   # pylint: disable=super-init-not-called
+        self.path, self.count = path, 0
+        self._fh = _GuardedTraceFile(path, guard)
+        self._write(header)
 
 
 def start_dirs(root):
@@ -51,15 +142,17 @@ def start_dirs(root):
 
 
 class StartRecord:
-    """The folder of one start; created, pointed at by `current`, older ones pruned."""
+    """The folder of one start; created, pointed at by `current`, older ones pruned. Its
+    writes go through a WriteGuard (warn: where the warnings go)."""
 
-    def __init__(self, root, started_at, pid, keep=20):
+    def __init__(self, root, started_at, pid, keep=20, warn=None):
         self.root = root
         self.name = stamp(started_at, pid)
         self.path = os.path.join(root, self.name)
-        os.makedirs(self.path, exist_ok=True)
+        self.guard = WriteGuard(warn)
+        self.guard.attempt(self.path, lambda: os.makedirs(self.path, exist_ok=True))
         self._point_current()
-        self._prune(max(1, int(keep)))
+        self.guard.attempt(root, lambda: self._prune(max(1, int(keep))))
         self.record = {"verdict": "running", "phase": "starting", "reason_code": "starting", "reason": "",
                        "exit_code": None, "started_at": round(started_at, 3), "ended_at": None,
                        "ready_after_s": None, "phase_durations": {}, "polls": 0, "restarts": None,
@@ -82,17 +175,27 @@ class StartRecord:
         for name in start_dirs(self.root)[:-keep]:
             _remove_tree(os.path.join(self.root, name))
 
+    def open_trace(self, path, header):
+        """The trace writer of this start (start_watch.TraceTarget's open_writer)."""
+        return StartTrace(path, header, self.guard)
+
     def update(self, **fields):
         self.record.update(fields)
-        _write_atomic(os.path.join(self.path, VERDICT), json.dumps(self.record, indent=1, sort_keys=True) + "\n")
+        path = os.path.join(self.path, VERDICT)
+        text = json.dumps(self.record, indent=1, sort_keys=True) + "\n"
+        self.guard.attempt(path, lambda: _write_atomic(path, text))
 
     def write_diagnostic(self, name, text):
+        """The path written, or None when it could not be (warned)."""
         folder = os.path.join(self.path, DIAGNOSTICS)
-        os.makedirs(folder, exist_ok=True)
         path = os.path.join(folder, name + ".txt")
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(redact(text))
-        return path
+
+        def write():
+            os.makedirs(folder, exist_ok=True)
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(redact(text))
+            return path
+        return self.guard.attempt(path, write)
 
 
 def _remove_tree(path):

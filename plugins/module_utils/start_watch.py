@@ -8,7 +8,10 @@ watcher on the host drives it locally, and unit tests drive it with a fake clock
     port.probe(cursor, stacks) -> the probe's result: {"observation" (epoch `ts`),
                                   "cursor", "missing", "cost"}, or {"failed": True, "msg"}
     port.verb(name)            -> (rc, stdout, stderr) of a systemctl verb (start, stop, ...)
-    port.clock()               -> epoch seconds
+    port.clock()               -> epoch seconds, the clock of the observations' `ts` too: every
+                                  duration of the watch (`t`, the elapsed time, the start timeout)
+                                  is a difference on it, so a port that can gives one that never
+                                  steps (the supervisor's: monotonic, anchored at the start)
     port.sleep(seconds)
     port.emit(line)            -> shows one line to the operator
 """
@@ -35,6 +38,8 @@ class TraceTarget:
     name: str
     unit: str
     description: str = ""
+    # callable(path, header) -> the trace writer; None: trace_format.TraceWriter
+    open_writer: object = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,8 +108,8 @@ def _open_trace(target, options, obs):
     if target is None:
         return None
     gpus = len(obs.get("gpus") or [])
-    return TraceWriter(target.path, trace_header(target.name, target.unit, options.poll_s, gpus, target.description,
-                                                 settings=options.settings))
+    header = trace_header(target.name, target.unit, options.poll_s, gpus, target.description, settings=options.settings)
+    return (target.open_writer or TraceWriter)(target.path, header)
 
 
 def _decided_elsewhere(options, watched_s):

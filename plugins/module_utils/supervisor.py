@@ -20,7 +20,6 @@ probe, detector and watch loop (docs/architecture.md, "Every start watched").
   start_outlook.py); with metrics_dir set, the start's metrics file (phase, ETA,
   restarts, hangs after ready) is rewritten there every poll for node_exporter.
 """
-import collections
 import json
 import os
 import resource
@@ -29,11 +28,10 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field, fields
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils import (
-    bounded_run, http_check, log_filter, nvidia_smi, procfs, prometheus_text, pyspy, sd_notify, sglang_dialect, start_records, systemd_unit)
-from ansible_collections.sglang_ops.serving.plugins.module_utils.api_key_config import read_api_key
+    bounded_run, http_check, log_filter, log_pump, nvidia_smi, procfs, prometheus_text, pyspy, sd_notify, sglang_dialect,
+    start_records, systemd_unit)
 from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Detector
 from ansible_collections.sglang_ops.serving.plugins.module_utils.durations import fmt_duration
 from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings
@@ -43,109 +41,17 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.progress_line i
 from ansible_collections.sglang_ops.serving.plugins.module_utils.start_outlook import StartOutlook
 from ansible_collections.sglang_ops.serving.plugins.module_utils.start_watch import (
     TraceTarget, WatchOptions, completion_ok, watch_start)
+from ansible_collections.sglang_ops.serving.plugins.module_utils.supervisor_settings import SupervisorSettings
 
 CONFIG_ERROR = "supervisor_config"
-LOG_TAIL_LINES = 400
-
-
-@dataclass
-class SupervisorSettings:
-    """The settings file the sglang_service role writes (one JSON object)."""
-    unit: str = "sglang"
-    base_url: str = "http://127.0.0.1:30000"
-    model: str = "default"
-    api_key_file: object = None
-    starts_dir: str = start_records.DEFAULT_ROOT
-    keep_starts: int = 20
-    poll_s: float = 10.0
-    detector: dict = field(default_factory=dict)
-    # Each poll without a final verdict moves systemd's start timeout this far ahead.
-    extend_timeout_s: float = 600.0
-    # Hard bound on a start, 0 for none (TimeoutStartSec= is the safety net).
-    start_timeout_s: float = 0.0
-    stop_timeout_s: float = 60.0
-    liveness_interval_s: float = 30.0
-    liveness_timeout_s: float = 60.0
-    liveness_misses: int = 3
-    stacks: bool = True
-    venv_bin: object = None
-    nvidia_smi: str = "nvidia-smi"
-    # node_exporter's textfile folder for the start metrics, None for none.
-    metrics_dir: object = None
-
-    @classmethod
-    def load(cls, path):
-        """Settings from a JSON file; ValueError with one line naming the problem."""
-        try:
-            with open(path, encoding="utf-8") as fh:
-                data = json.load(fh)
-        except OSError as e:
-            raise ValueError("cannot read the settings file %s: %s" % (path, e.strerror))
-        except ValueError as e:
-            raise ValueError("the settings file %s is not JSON: %s" % (path, e))
-        if not isinstance(data, dict):
-            raise ValueError("the settings file %s must hold a JSON object" % path)
-        known = {f.name: f for f in fields(cls)}
-        unknown = sorted(set(data) - set(known))
-        if unknown:
-            raise ValueError("unknown setting(s) in %s: %s" % (path, ", ".join(unknown)))
-        settings = cls(**data)
-        for name in ("poll_s", "extend_timeout_s", "stop_timeout_s", "liveness_interval_s", "liveness_timeout_s"):
-            value = getattr(settings, name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-                raise ValueError("%s in %s must be a positive number, got %r" % (name, path, value))
-        if not isinstance(settings.liveness_misses, int) or settings.liveness_misses < 1:
-            raise ValueError("liveness_misses in %s must be an integer of at least 1" % path)
-        DetectorSettings().with_overrides(settings.detector)   # ValueError names a bad override
-        return settings
+SUPERVISOR_FAULT = "supervisor_fault"
+# Liveness answers that prove the server is up but refuse the key it was started with.
+AUTH_REFUSED = (401, 403)
+AUTH_MISMATCH = "auth_mismatch"
 
 
 class _Stopped(Exception):
     """SIGTERM arrived: systemd is stopping the unit."""
-
-
-class _LogPump(threading.Thread):
-    """The server's output: through the log filter to our stdout (the journal), and kept
-    for the detector (lines since the last poll) and the diagnostics (the tail)."""
-
-    def __init__(self, fd, blank, out_fd=1):
-        super().__init__(name="log-pump", daemon=True)
-        self.fd, self.out_fd = fd, out_fd
-        self.splitter = log_filter.LineSplitter(blank)
-        self.lock = threading.Lock()
-        self.pending = []
-        self.tail = collections.deque(maxlen=LOG_TAIL_LINES)
-
-    def _take(self, lines):
-        if not lines:
-            return
-        log_filter.write_all(self.out_fd, b"".join(p + b"\n" for p in lines))
-        now = round(time.time(), 3)
-        with self.lock:
-            for raw in lines:
-                text = raw.decode("utf-8", "replace")
-                self.pending.append({"ts": now, "msg": text})
-                self.tail.append(text)
-
-    def run(self):
-        while True:
-            try:
-                chunk = os.read(self.fd, 65536)
-            except OSError:
-                chunk = b""
-            if not chunk:
-                break
-            self._take(self.splitter.feed(chunk))
-        self._take(self.splitter.close())
-
-    def drain(self):
-        with self.lock:
-            out, self.pending = self.pending, []
-        return out
-
-    def tail_text(self):
-        with self.lock:
-            return "\n".join(self.tail) + "\n"
 
 
 class _Observed:
@@ -184,18 +90,28 @@ class _HostPort:
 
 
 class Supervisor:
-    """One start of the server."""
+    """One start of the server.
 
-    def __init__(self, settings, argv, notifier=None, clock=time.time, out_fd=1):
+    Two clocks: `wall` (epoch seconds) only for the times shown to people (started_at,
+    ended_at, the folder's stamp); every duration (the watch's elapsed time and timeouts,
+    each observation's and log record's `t`, ready after, phase durations, time to ready in
+    the metrics and the history the ETA learns from) comes from `mono`, which never
+    steps. clock() is the start's timeline: the wall time at the start plus the monotonic
+    time since, so it reads as epoch seconds and never jumps with the wall clock.
+    """
+
+    def __init__(self, settings, argv, notifier=None, wall=time.time, mono=time.monotonic, out_fd=1):
         self.s = settings
         self.argv = list(argv)
         self.notify = notifier or sd_notify.Notifier()
-        self.clock = clock
+        self.wall, self.mono = wall, mono
+        self.wall0, self.mono0 = wall(), mono()
         self.out_fd = out_fd
         self.stop_requested = threading.Event()
         self.child = None
         self.pump = None
         self.record = None
+        self.api_key = None      # the key the server was started with, read once before it is
         self.phase_entries = []
         self.t0 = None
         self.last_line = ""
@@ -206,9 +122,17 @@ class Supervisor:
         self.outlook = None      # StartOutlook: the ETA, and the metrics file when metrics_dir is set
         self.attempt = 1         # systemd's restarts of the unit so far, plus one
 
+    def clock(self):
+        """The start's timeline in epoch seconds (see the class): monotonic underneath."""
+        return self.wall0 + (self.mono() - self.mono0)
+
     # ------------------------------------------------------------------ output
     def say(self, text):
-        log_filter.write_all(self.out_fd, ("sglang-supervisor: %s\n" % text).encode("utf-8", "replace"))
+        """One journal line; a journal that cannot be written is no reason to stop."""
+        try:
+            log_filter.write_all(self.out_fd, ("sglang-supervisor: %s\n" % text).encode("utf-8", "replace"))
+        except OSError:
+            pass
 
     def _sleep(self, seconds):
         if self.stop_requested.wait(seconds):
@@ -221,12 +145,17 @@ class Supervisor:
         try:
             self.child = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=write_fd, stderr=write_fd,
                                           env=env, process_group=0)
+        except BaseException:
+            os.close(read_fd)
+            raise
         finally:
             os.close(write_fd)
-        self.pump = _LogPump(read_fd, blank, self.out_fd)
+        self.pump = log_pump.LogPump(read_fd, blank, self.out_fd, clock=self.clock, warn=self.say)
         self.pump.start()
 
     def _stop_child(self):
+        """SIGTERM to the server's process group, SIGKILL after stop_timeout_s; safe to call
+        on every exit path, twice included."""
         child = self.child
         if child is None or child.poll() is not None:
             return
@@ -237,11 +166,21 @@ class Supervisor:
         try:
             child.wait(self.s.stop_timeout_s)
         except subprocess.TimeoutExpired:
-            try:
-                os.killpg(child.pid, signal.SIGKILL)
-            except OSError:
-                pass
-            child.wait()
+            self.kill_child()
+
+    def kill_child(self):
+        """SIGKILL to the server's process group, and reap it (the last resort's stop)."""
+        child = self.child
+        if child is None:
+            return
+        try:
+            os.killpg(child.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            child.wait(30)
+        except (subprocess.TimeoutExpired, OSError):
+            pass
 
     def _unit_view(self):
         """The server process as the detector reads a unit: running, or gone with its status."""
@@ -254,16 +193,22 @@ class Supervisor:
     def _probe(self, cursor, want_stacks, completion="auto"):
         del cursor   # the log comes from the pump, not from a journal cursor
         req = ProbeRequest(pid=self.child.pid, base_url=self.s.base_url, model=self.s.model,
-                           completion=completion, api_key_file=self.s.api_key_file,
+                           completion=completion, api_key=self.api_key,
                            stacks=bool(want_stacks and self.s.stacks), venv_bin=self.s.venv_bin,
                            nvidia_smi=self.s.nvidia_smi)
         result = probe(req)
         obs = result["observation"]
+        obs["ts"] = round(self.clock(), 3)   # the start's timeline, not the probe's wall clock
         missing = result["missing"]
         for key in ("unit", "log", "process"):
             missing.pop(key, None)
         obs["unit"] = self._unit_view()
-        obs["log"] = self.pump.drain()
+        obs["log"], dropped = self.pump.drain()
+        if dropped:
+            missing["log_truncated"] = "%d lines dropped since the last poll (more than %d lines or %d MiB); " \
+                "the journal has them all" % (dropped, log_pump.PENDING_RECORDS, log_pump.PENDING_BYTES // 2**20)
+            self.say("%d lines of the server's output were not kept for the detector since the last poll "
+                     "(a flood; the journal has them all)" % dropped)
         return result
 
     # ------------------------------------------------------------------ each poll
@@ -302,26 +247,41 @@ class Supervisor:
             poll_s=self.s.poll_s, start_timeout_s=self.s.start_timeout_s or float("inf"),
             settings=DetectorSettings().with_overrides(self.s.detector),
             trace=TraceTarget(self.record.trace_path, "start-" + self.record.name, self.s.unit,
-                              "start of %s watched by its supervisor" % self.s.unit),
+                              "start of %s watched by its supervisor" % self.s.unit,
+                              open_writer=self.record.open_trace),
             outlook=self.outlook)
         return watch_start(_HostPort(self), options, self.t0,
                            new_detector=lambda settings: _Observed(Detector(settings), self._on_poll))
 
     def _serve(self):
         """After READY: a completion every liveness_interval_s; returns the reason the
-        server is no longer serving (process_exited or hang_after_ready) with its words."""
-        misses, tokens = 0, _generated_tokens(self.s.base_url)
+        server is no longer serving (process_exited or hang_after_ready) with its words.
+        A completion refused for its key (401/403) is an answer, not a miss: the server is
+        up but holds another key than the one it was started with (auth_mismatch)."""
+        misses, tokens, state = 0, _generated_tokens(self.s.base_url), "serving"
         while True:
             self._sleep(self.s.liveness_interval_s)
             if self.child.poll() is not None:
                 return "process_exited", "the server exited with status %s after ready" % self.child.returncode
-            key, dummy_why = read_api_key(self.s.api_key_file)
-            answer = http_check.post_completion(self.s.base_url, self.s.model, key, self.s.liveness_timeout_s)
+            answer = http_check.post_completion(self.s.base_url, self.s.model, self.api_key, self.s.liveness_timeout_s)
             now_tokens = _generated_tokens(self.s.base_url)
             serving = now_tokens is not None and tokens is not None and now_tokens > tokens
             tokens = now_tokens if now_tokens is not None else tokens
-            if answer["ok"] or serving:
+            check = liveness_state(answer, serving)
+            if check == AUTH_MISMATCH:
                 misses = 0
+                words = "completion refused with %s: the server does not take the API key it was started with " \
+                        "(%s changed?); restart the unit to apply a new key" % (answer["status"], self.s.api_key_file)
+                if state != AUTH_MISMATCH:
+                    self.say("warning: %s: %s" % (AUTH_MISMATCH, words))
+                state = AUTH_MISMATCH
+                self.notify.send(WATCHDOG=1, STATUS="ready%sserving%s%s: %s" % (SEP, SEP, AUTH_MISMATCH, words))
+                continue
+            if check == "serving":
+                misses = 0
+                if state == AUTH_MISMATCH:
+                    self.say("the liveness completion is accepted again")
+                state = "serving"
                 self.notify.send(WATCHDOG=1, STATUS="ready%sserving%slast check %s" % (
                     SEP, SEP, "completion in %.0f ms" % answer["ms"] if answer["ok"] else "tokens generated"))
                 continue
@@ -352,10 +312,13 @@ class Supervisor:
         rec.write_diagnostic("assessment", json.dumps({"assessment": assessment, "last_observation": self.last_obs},
                                                       indent=1, default=str))
 
+    def _elapsed(self):
+        return self.clock() - self.t0
+
     def _finish(self, verdict, phase, reason_code, reason, status):
-        end_t = round(self.clock() - self.t0, 1)
+        end_t = round(self._elapsed(), 1)
         self.record.update(verdict=verdict, phase=phase, reason_code=reason_code, reason=reason, exit_code=status,
-                           ended_at=round(self.clock(), 3),
+                           ended_at=round(self.wall(), 3),
                            # after ready the durations stay those of the start
                            phase_durations=self.record.record["phase_durations"]
                            if self.record.record["ready_after_s"] is not None
@@ -369,10 +332,29 @@ class Supervisor:
         line = "%s in %s: %s (%s, exit %d)" % (verdict, phase, code, reason, status)
         self.say(line + "; diagnostics in %s/diagnostics" % self.record.path)
         self.notify.stopping(line[:400])
-        self._diagnose(assessment)
-        self._stop_child()
+        try:
+            self._diagnose(assessment)
+        finally:
+            self._stop_child()
         self._count_failure(code, status)
         return self._finish(verdict, phase, code, reason, status)
+
+    def fault(self, exc):
+        """The last resort (main): an exception nothing else caught. The server is killed,
+        the start recorded as failed with supervisor_fault; the exit status."""
+        status = exit_code(SUPERVISOR_FAULT)
+        where = _where(exc)
+        line = "%s: %s: %s%s" % (SUPERVISOR_FAULT, type(exc).__name__, exc, " (at %s)" % where if where else "")
+        self.say("%s; the server is stopped (exit %d)" % (line, status))
+        self.notify.stopping(line[:400])
+        self.kill_child()
+        if self.record is not None:
+            try:
+                self._count_failure(SUPERVISOR_FAULT, status)
+                self._finish("failed", self.record.record["phase"], SUPERVISOR_FAULT, line, status)
+            except Exception:  # the record is for people; the exit status is what counts now
+                pass
+        return status
 
     def _count_failure(self, code, status):
         """The metrics of a start that ends in a failure: a restart systemd is about to make,
@@ -387,24 +369,51 @@ class Supervisor:
         else:
             self.outlook.restarted(code)
 
+    def _read_key(self):
+        """The API key the server is about to be started with; (key, why) with why set when
+        the file cannot be read (the supervisor then fails closed)."""
+        if not self.s.api_key_file:
+            return None, None
+        try:
+            return log_filter.read_key(self.s.api_key_file), None
+        except (OSError, ValueError) as e:
+            return None, "cannot read the API key from %s (%s)" % (self.s.api_key_file, getattr(e, "strerror", None) or e)
+
+    def _open_outlook(self):
+        try:
+            return StartOutlook.on_host(self.s.unit, self.s.metrics_dir, self.s.starts_dir, warn=self.say)
+        except (OSError, ValueError) as e:   # an unreadable history or metrics file costs the ETA, not the start
+            self.say("warning: the start history or metrics file cannot be read (%s); no ETA this start" % e)
+            return StartOutlook(self.s.unit, warn=self.say)
+
     def run(self):
+        """The start, from spawning the server to its end; the exit status. The server is
+        stopped on every way out of here (a stop, a failure, an exception)."""
+        try:
+            return self._run()
+        finally:
+            self._stop_child()
+
+    def _run(self):
         self.t0 = self.clock()
-        self.record = start_records.StartRecord(self.s.starts_dir, self.t0, os.getpid(), self.s.keep_starts)
+        self.record = start_records.StartRecord(self.s.starts_dir, self.wall0, os.getpid(), self.s.keep_starts,
+                                                warn=self.say)
         restarts = None
         state, _why = systemd_unit.read_unit(self.s.unit, 5.0) if self.notify.enabled else (None, None)
         if state is not None:
             restarts = state.to_obs().get("restarts")
         self.record.update(unit=self.s.unit, restarts=restarts)
         self.attempt = (restarts or 0) + 1
-        self.outlook = StartOutlook.on_host(self.s.unit, self.s.metrics_dir, self.s.starts_dir, warn=self.say)
+        self.outlook = self._open_outlook()
         self.outlook.begin_attempt(self.attempt)
-        try:
-            key = log_filter.read_key(self.s.api_key_file) if self.s.api_key_file else None
-        except (OSError, ValueError) as e:
-            self.say("cannot read the API key from %s (%s)" % (self.s.api_key_file, getattr(e, "strerror", None) or e))
+        self.api_key, why = self._read_key()
+        if why:
+            self.say(why)
             return self._finish("failed", "starting", CONFIG_ERROR, "API key file unreadable", exit_code(CONFIG_ERROR))
+        if self.stop_requested.is_set():
+            return self._finish("stopped", "starting", "starting", "stopped by systemd (SIGTERM) before the start", 0)
         try:
-            self._spawn(log_filter.blanker(key))
+            self._spawn(log_filter.blanker(self.api_key))
         except OSError as e:
             self.say("cannot start %s: %s" % (self.argv[0] if self.argv else "the server", e.strerror))
             return self._finish("failed", "starting", CONFIG_ERROR, "cannot start the server: %s" % e.strerror,
@@ -437,6 +446,17 @@ class Supervisor:
                                 self.record.record["reason_code"], "stopped by systemd (SIGTERM)", 0)
 
 
+def liveness_state(answer, serving):
+    """What one liveness check says: "serving" (a completion answered, or tokens were
+    generated meanwhile), AUTH_MISMATCH (the completion was refused for its key: the
+    server answered) or "miss"."""
+    if answer["ok"] or serving:
+        return "serving"
+    if answer["status"] in AUTH_REFUSED:
+        return AUTH_MISMATCH
+    return "miss"
+
+
 def _generated_tokens(base_url):
     """sglang:generation_tokens_total from /metrics, or None."""
     text = http_check.get_text(base_url, "/metrics", 5.0)
@@ -450,21 +470,49 @@ def _cpu_s():
 
 
 def main(argv, notifier=None):
-    """sglang-supervisor --settings FILE.json -- SERVER ARGV...; the exit status."""
-    if len(argv) < 4 or argv[0] != "--settings" or argv[2] != "--":
-        sys.stderr.write("usage: sglang-supervisor --settings FILE.json -- SERVER ARGV...\n")
-        return exit_code(CONFIG_ERROR)
+    """sglang-supervisor --settings FILE.json -- SERVER ARGV...; the exit status. Nothing
+    escapes as a traceback: a bad setting is one line and the supervisor_config status
+    before anything is started; any other exception is one line and the supervisor_fault
+    status, after the server was stopped."""
+    sup = None
     try:
-        settings = SupervisorSettings.load(argv[1])
-    except (TypeError, ValueError) as e:
-        sys.stderr.write("sglang-supervisor: %s\n" % e)
-        return exit_code(CONFIG_ERROR)
-    sup = Supervisor(settings, argv[3:], notifier=notifier)
-    signal.signal(signal.SIGTERM, lambda *_: sup.stop_requested.set())
-    signal.signal(signal.SIGINT, lambda *_: sup.stop_requested.set())
-    status = sup.run()
+        if len(argv) < 4 or argv[0] != "--settings" or argv[2] != "--":
+            sys.stderr.write("usage: sglang-supervisor --settings FILE.json -- SERVER ARGV...\n")
+            return exit_code(CONFIG_ERROR)
+        try:
+            settings = SupervisorSettings.load(argv[1])
+        except ValueError as e:
+            sys.stderr.write("sglang-supervisor: %s\n" % e)
+            return exit_code(CONFIG_ERROR)
+        sup = Supervisor(settings, argv[3:], notifier=notifier)
+        signal.signal(signal.SIGTERM, lambda *_: sup.stop_requested.set())
+        signal.signal(signal.SIGINT, lambda *_: sup.stop_requested.set())
+        status = sup.run()
+    except BaseException as exc:   # pylint: disable=broad-exception-caught  # the last resort
+        if sup is None:
+            _last_words("%s: %s: %s (before the server was started)" % (SUPERVISOR_FAULT, type(exc).__name__, exc))
+            return exit_code(SUPERVISOR_FAULT)
+        status = sup.fault(exc)
     sup.say(exit_words(status))
     return status
+
+
+def _last_words(text):
+    try:
+        sys.stderr.write("sglang-supervisor: %s\n" % text)
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _where(exc):
+    """file:line of the innermost frame of exc's traceback, or ""."""
+    tb = exc.__traceback__
+    if tb is None:
+        return ""
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return "%s:%d" % (os.path.basename(tb.tb_frame.f_code.co_filename), tb.tb_lineno)
 
 
 def exit_words(status):

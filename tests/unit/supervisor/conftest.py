@@ -18,6 +18,23 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 SRC = os.path.join(ROOT, "tests", "standin", "src")
 SUPERVISOR = os.path.join(ROOT, "roles", "sglang_service", "files", "sglang-supervisor")
 API_KEY = "sk-supervisor-test-key 'quoted' $x"
+COLLECTIONS = os.path.join(ROOT, "collections")
+# Runs `prelude` (Python) in the supervisor's process before the supervisor itself: how a
+# test steps its wall clock or injects a fault into a real supervisor process.
+BOOT = """import runpy, sys
+sys.path.insert(0, %r)
+%s
+sys.argv[0] = %r
+runpy.run_path(%r, run_name="__main__")
+"""
+
+
+def supervisor_command(settings_path, server, prelude=None):
+    """The supervisor's command line as the unit runs it (standard library only)."""
+    if prelude is None:
+        return [sys.executable, "-I", "-S", SUPERVISOR, "--settings", str(settings_path), "--", *server]
+    boot = BOOT % (COLLECTIONS, prelude, SUPERVISOR, SUPERVISOR)
+    return [sys.executable, "-I", "-S", "-c", boot, "--settings", str(settings_path), "--", *server]
 
 
 class NotifyListener:
@@ -113,7 +130,8 @@ def model_dir(tmp_path_factory):
 def supervise(tmp_path, model_dir):
     runs = []
 
-    def _supervise(fault=None, settings=None, standin=None, api_key=None, tp=2, extra_args=()):
+    def _supervise(fault=None, settings=None, standin=None, api_key=None, tp=2, extra_args=(), prelude=None,
+                   server=None):
         # One port allocator for every real server the tests run. Imported here: the collection
         # ships this folder's record tests but not the stand-in's tests (galaxy.yml).
         from standin.conftest import free_port
@@ -148,13 +166,14 @@ def supervise(tmp_path, model_dir):
         env.update(standin or {})
         if fault is not None:
             env["SGLANG_STANDIN_FAULT"] = json.dumps(fault)
-        server = [sys.executable, "-m", "sglang.launch_server", "--model-path", model_dir, "--port", str(port),
-                  "--tp-size", str(tp), "--served-model-name", "m", "--enable-metrics", *extra_args]
-        if key_file:
-            server += ["--config", str(key_file)]
+        if server is None:
+            server = [sys.executable, "-m", "sglang.launch_server", "--model-path", model_dir, "--port", str(port),
+                      "--tp-size", str(tp), "--served-model-name", "m", "--enable-metrics", *extra_args]
+            if key_file:
+                server += ["--config", str(key_file)]
         out_path = str(tmp_path / "supervisor.out")
         with open(out_path, "wb") as out:
-            proc = subprocess.Popen([sys.executable, "-I", "-S", SUPERVISOR, "--settings", str(settings_path), "--", *server],
+            proc = subprocess.Popen(supervisor_command(settings_path, server, prelude),
                                     env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True)
         run = Run(tmp_path, port, notify, proc, out_path, starts)
