@@ -1,7 +1,8 @@
 """`bin/sglang-ops status [HOST] [-i INVENTORY] [--limit HOST] [-e k=v]`: run the read-only
 playbooks/status.yml (one observation and the detector's assessment per host), then name
 each host's newest incident report; exit 0 when every host is ready, 3 when a reachable
-host is not, 1 on a failed task, 2 usage, 4 unreachable."""
+host is not (or is drained in the load balancer, sglang_lb), 1 on a failed task, 2 usage,
+4 unreachable."""
 import os
 import sys
 
