@@ -7,11 +7,12 @@ asks `restart_helps` before restarting, and docs/runbook.md has one section per 
 """
 from dataclasses import dataclass
 
-# What the detector says of each observation; the last three end a watch.
-VERDICTS = ("progressing", "quiet", "suspect", "stalled", "failed", "ready")
+# What the detector says of each observation; the last three end a watch. "observing": an
+# observe-only start (rule 4, docs/detector.md) that would have been stopped, watched on.
+VERDICTS = ("progressing", "quiet", "suspect", "observing", "stalled", "failed", "ready")
 FINAL_VERDICTS = ("ready", "stalled", "failed")
 # Reason codes of the verdicts that are not failure classes.
-INTERIM_CODES = ("starting", "progressing", "quiet", "suspect_spin", "suspect_idle", "ready")
+INTERIM_CODES = ("starting", "progressing", "quiet", "suspect_spin", "suspect_idle", "observe_only", "ready")
 # The watch's own verdict when it could not observe the host (a failure class, below).
 PROBE_ERROR = "probe_error"
 # The detector called the start ready; the watch waits for a completion to answer.
@@ -69,6 +70,9 @@ _CLASSES = (
                  "ranks wait on each other; a fresh start usually proceeds", exit_code=77),
     FailureClass("stall_no_progress", "stalled", "no progress for the longest allowed window", True,
                  "no positive signature, only a very long silence", exit_code=78),
+    FailureClass("stall_observe_ceiling", "stalled", "an observe-only start reached its ceiling without becoming ready",
+                 False, "the earlier starts ended the same way and this one, left alone, did not come up either: "
+                 "a restart does not help, a human looks", exit_code=88),
     # Found before starting (preflight) or after stopping.
     FailureClass("gpu_busy_foreign", "preflight", "GPUs held by processes outside the unit", False,
                  "someone else's process; a human decides whether to kill it"),

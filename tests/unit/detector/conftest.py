@@ -8,9 +8,9 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settin
 class Start:
     """A synthetic start: call poll() with what changed; counters accumulate like the probe's."""
 
-    def __init__(self, gpus=8, poll_s=10.0, settings=None, **overrides):
+    def __init__(self, gpus=8, poll_s=10.0, settings=None, observe_only=None, **overrides):
         settings = (settings or DetectorSettings()).with_overrides(overrides)
-        self.det = Detector(settings)
+        self.det = Detector(settings, observe_only=observe_only)
         self.gpus, self.poll_s = gpus, poll_s
         self.t = 0.0
         self.cpu_s = 0.0
