@@ -45,8 +45,9 @@ description:
   - Every attempt's observations are written as a replayable trace
     (C(attempt-<n>/trace.jsonl), format C(sglang-trace/1)), and C(run.json) records the
     run (docs/architecture.md).
-  - When it gives up and the incident report writer is installed, the report is written
-    beside C(run.json).
+  - When it gives up, the incident report is written beside C(run.json). A report that
+    cannot be written (its writer failing to import or to render) is named in the output,
+    in C(msg) and in C(report_error); the hand-over itself stands.
   - "A unit under its supervisor (C(sglang_service_supervisor=true), the default): the
     supervisor decides every start and systemd restarts the unit, so the task restarts it
     once and follows the supervisor's starts. Options there: O(poll_s),
@@ -274,6 +275,14 @@ run_json:
 gave_up_because:
   description: Why no further restart was tried (same failure twice, a class a restart cannot fix, attempts exhausted).
   returned: when it gave up
+  type: str
+report:
+  description: Controller paths of the incident report (markdown, json, chart), or null when it could not be written.
+  returned: when it gave up
+  type: dict
+report_error:
+  description: Why the incident report could not be written (the exception, its writer's import included).
+  returned: when it gave up and the report could not be written
   type: str
 would:
   description: What a real run would do.

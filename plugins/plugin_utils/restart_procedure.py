@@ -645,7 +645,10 @@ class RestartProcedure:
                       "Artifacts: %s" % (self.host, self._unit_words(), _count(n, "attempt"), phase, title, code,
                                          redact_secrets(reason), because, "Rule 4: %s. " % held if held else "",
                                          self._artifacts_words()))
-        res["report"] = self._write_incident_report()
+        res["report"], report_error = self._write_incident_report()
+        if report_error:
+            res["report_error"] = report_error
+            res["msg"] += ". %s" % report_error
         return res
 
     def _finish(self, outcome, phase, code, reason, failed=False, verdict=None):
@@ -679,14 +682,14 @@ class RestartProcedure:
         return self.artifacts.path if self.server is None else self.server.folder
 
     def _write_incident_report(self):
-        """Render the incident report when the report writer is installed; its failure
-        must not hide the hand-over itself."""
+        """(the report's paths, None), or (None, what failed) when the report could not be
+        written, a broken import of its writer included: named in the run's output and
+        the result, it never hides the hand-over itself (run.json is the record)."""
         try:
+            # Imported here so that a broken report writer costs the report, not the restart.
             from ansible_collections.sglang_ops.serving.plugins.plugin_utils import incident_report
-        except ImportError:
-            return None
-        try:
-            return incident_report.write_run_report(self.artifacts.path)
-        except Exception as exc:  # report rendering is best effort; the run.json is the record
-            self.port.emit("incident report could not be written: %s" % exc)
-            return None
+            return incident_report.write_run_report(self.artifacts.path), None
+        except Exception as exc:
+            error = "incident report could not be written: %s: %s" % (type(exc).__name__, exc)
+            self.port.emit(error)
+            return None, error
