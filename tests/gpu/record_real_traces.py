@@ -17,6 +17,10 @@ and, with tests/gpu/tp_server.py (one process per GPU, NCCL; needs --tp-size GPU
                  then graph capture, HTTP up, completion answered        -> ready
   hung_allreduce during graph capture the last rank stops entering the
                  all-reduce while rank 0 waits inside it                 -> stalled
+  compile        a cold torch.compile max-autotune before graph capture
+                 (Inductor's autotuner, its workers and log records)      -> ready
+  sparse         a tuning loop: short kernels, then a wait of 30-60 s in
+                 one function (GPU idle on most polls, bursts between)    -> ready
 
 This script plays the part systemd plays on a real host: it is the service's parent,
 so it fills the observation's `unit` from what it knows as the parent (running, or
@@ -295,6 +299,7 @@ def main():
     ap.add_argument("--tp-size", type=int, default=2, help="GPUs (rank processes) of autotune, hung_allreduce")
     ap.add_argument("--tune-s", type=float, default=240.0, help="autotune: minutes of GPU-bound tuning, in seconds")
     ap.add_argument("--hang-record-s", type=float, default=360.0, help="hung_allreduce: seconds recorded after the hang")
+    ap.add_argument("--compile-s", type=float, default=240.0, help="compile: seconds of max-autotune compiling")
     ap.add_argument("--tp-extra", default="", help="more tp_server.py options, space-separated")
     ap.add_argument("--autotune-name", default=None, help="autotune: trace name (default MACHINE_healthy_autotune_constant_stacks)")
     ap.add_argument("--tune-words", default="", help="autotune: what the candidates were, for the description")
@@ -391,6 +396,44 @@ def main():
         run_scenario(rec, answered, after_s=a.poll_s, deadline=t_begin + a.budget_s)
         tuned = [r for r in rec.log_text().splitlines() if "Autotuning" in r]
         rec.write({"outcome": "ready", "phase": "ready"}, {"tune_s": a.tune_s, "tune_lines": tuned})
+        rec.stop()
+        summary[rec.name] = {"polls": rec.n, "costs": rec.costs, "missing": rec.missing, "smi": rec.smi}
+        port += 1
+
+    def answered(rec, obs):
+        c = (obs.get("http") or {}).get("completion")
+        return isinstance(c, dict) and bool(c.get("ok"))
+
+    if "compile" in scenarios:
+        cache = os.path.join(a.work, "compile-cache")
+        subprocess.run(["rm", "-rf", cache])
+        os.environ.update(TORCHINDUCTOR_CACHE_DIR=os.path.join(cache, "inductor"), TRITON_CACHE_DIR=os.path.join(cache, "triton"))
+        rec = Recorder(probe_mod, a, "%s_healthy_inductor_max_autotune_cold" % machine(a),
+                       "Real H200 x%d, one rank process per GPU: dummy weights, KV cache, then graph capture preceded by "
+                       "a cold torch.compile(mode='max-autotune-no-cudagraphs') of matmul blocks of several shapes and "
+                       "dtypes (empty Inductor and Triton caches) for about %.0f s: Inductor's autotuner benchmarks "
+                       "Triton configs compiled in its worker processes and logs what it rejects; then capture, HTTP "
+                       "up; ends once a one-token completion is answered." % (a.tp_size, a.compile_s),
+                       port, argv=tp_server_argv(a, port, "compile", ["--dist-port", "29513", "--compile-s", str(a.compile_s)]
+                                                 + a.tp_extra.split()),
+                       unit="tp-server (pid mode)", gpus=a.tp_size)
+        run_scenario(rec, answered, after_s=a.poll_s, deadline=t_begin + a.budget_s)
+        rec.write({"outcome": "ready", "phase": "ready"}, {"compile_s": a.compile_s})
+        rec.stop()
+        summary[rec.name] = {"polls": rec.n, "costs": rec.costs, "missing": rec.missing, "smi": rec.smi}
+        port += 1
+
+    if "sparse" in scenarios:
+        rec = Recorder(probe_mod, a, "%s_healthy_sparse_tuning_bursts" % machine(a),
+                       "Real H200 x%d, one rank process per GPU: dummy weights, KV cache, then %.0f s of a tuning loop "
+                       "that times short matmul kernels with a synchronize for up to 2 s and then waits 30-60 s in "
+                       "one function before the next config (constant stacks, GPU idle on most polls with bursts "
+                       "between, host CPU low but rising, no log lines), then graph capture, HTTP up; ends once a "
+                       "one-token completion is answered." % (a.tp_size, a.tune_s),
+                       port, argv=tp_server_argv(a, port, "sparse", ["--dist-port", "29514"] + a.tp_extra.split()),
+                       unit="tp-server (pid mode)", gpus=a.tp_size)
+        run_scenario(rec, answered, after_s=a.poll_s, deadline=t_begin + a.budget_s)
+        rec.write({"outcome": "ready", "phase": "ready"}, {"tune_s": a.tune_s})
         rec.stop()
         summary[rec.name] = {"polls": rec.n, "costs": rec.costs, "missing": rec.missing, "smi": rec.smi}
         port += 1

@@ -14,6 +14,13 @@ memory with an all-reduce, then:
                     the collective (it blocks on an event nobody sets) while rank 0 is
                     inside the all-reduce and waits for it in a synchronize. The rank
                     writes the moment it stopped to --hang-mark first.
+  --scenario compile  graph capture preceded by a cold `torch.compile(mode="max-autotune")`
+                    of matmul blocks of several shapes (fresh Inductor and Triton caches):
+                    Inductor's own autotuner, its compile workers and its log records,
+                    for about --compile-s seconds, then capture, HTTP up, ready.
+  --scenario sparse   a tuning loop that times short kernels with a synchronize, then
+                    waits --gap-min-s..--gap-max-s in the same function before the next
+                    config (GPU idle on most polls, bursts between), for --tune-s seconds.
 
 Used by record_real_traces.py on a machine with NVIDIA GPUs; not a unit test.
 """
@@ -146,6 +153,59 @@ def tune(torch, seconds, iters, max_m, shapes):
         done += 1
     del keeper
     return done, len(best)
+
+
+def compile_autotune(torch, seconds, log_fn):
+    """A cold max-autotune compile: every new shape is a new graph whose matmuls Inductor
+    benchmarks config by config (Triton kernels compiled in its worker processes). What
+    Inductor logs on the way (configs that do not fit, their tracebacks) goes to stderr as
+    Inductor writes it."""
+    import torch._dynamo
+    end, shapes = time.monotonic() + seconds, 0
+    sizes = [(m, n, k) for m in (256, 512, 1024, 2048, 4096) for n, k in ((4096, 7168), (7168, 2048), (2048, 7168), (14336, 4096), (3072, 5120))]
+    for dtype in (torch.float32, torch.bfloat16):
+        for m, n, k in sizes:
+            if time.monotonic() >= end:
+                return shapes
+            torch._dynamo.reset()
+            x = torch.randn(m, k, dtype=dtype, device="cuda")
+            w1 = torch.randn(k, n, dtype=dtype, device="cuda")
+            w2 = torch.randn(n, k, dtype=dtype, device="cuda")
+
+            def block(x, w1, w2):
+                return torch.relu(x @ w1) @ w2 + x
+            compiled = torch.compile(block, mode="max-autotune-no-cudagraphs", dynamic=False, fullgraph=True)
+            compiled(x, w1, w2)
+            torch.cuda.synchronize()
+            shapes += 1
+    return shapes
+
+
+def pace(torch, seconds):
+    # Between configs the tuner waits here (a slot, a result from elsewhere): one place,
+    # so every stack sample taken in a gap is the same.
+    time.sleep(seconds)
+
+
+def sparse_tune(torch, seconds, gap_min_s, gap_max_s, burst_s):
+    """Short kernels timed with a synchronize, a burst every gap_min_s..gap_max_s."""
+    import random
+    rng = random.Random(RANK)
+    x = torch.randn(2048, 2048, dtype=torch.bfloat16, device="cuda")
+    end, bursts = time.monotonic() + seconds, 0
+    while time.monotonic() < end:
+        burst_end = time.monotonic() + burst_s * rng.uniform(0.3, 1.0)
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        while time.monotonic() < burst_end:
+            start.record()
+            for _ in range(20):
+                y = x @ x
+            stop.record()
+            torch.cuda.synchronize()
+        bursts += 1
+        pace(torch, min(rng.uniform(gap_min_s, gap_max_s), max(0.0, end - time.monotonic())))
+    del y
+    return bursts
 
 
 def forward(torch, dist, w, x):
@@ -293,8 +353,17 @@ def rank_main(a):
         done, shapes = tune(torch, a.tune_s, a.tune_iters, a.tune_max_m, a.tune_shapes)
         dist.barrier()
         log("Autotuning done: %d configs timed, best of %d shapes saved. elapsed=%.2f s" % (done, shapes, time.monotonic() - t1))
+    if a.scenario == "sparse":
+        log("Tuning fused MoE kernel configs; this may take several minutes.")
+        t1 = time.monotonic()
+        bursts = sparse_tune(torch, a.tune_s, a.gap_min_s, a.gap_max_s, a.burst_s)
+        dist.barrier()
+        log("Tuning done: %d configs timed. elapsed=%.2f s" % (bursts, time.monotonic() - t1))
     log("Capture cuda graph begin. This can take up to several minutes. avail mem=%.2f GB" % gib(torch.cuda.mem_get_info()[0]))
     t2 = time.monotonic()
+    if a.scenario == "compile":
+        shapes = compile_autotune(torch, a.compile_s, log)
+        log("torch.compile done: %d graphs compiled with max-autotune. elapsed=%.2f s" % (shapes, time.monotonic() - t2))
     capture(torch, dist, a, weights[0], Bar)
     log("Capture cuda graph end. Time elapsed: %.2f s. mem usage=%.2f GB. avail mem=%.2f GB."
         % (time.monotonic() - t2, gib(start_free - torch.cuda.mem_get_info()[0]), gib(torch.cuda.mem_get_info()[0])))
@@ -307,7 +376,7 @@ def rank_main(a):
 
 def parse(argv):
     ap = argparse.ArgumentParser()
-    ap.add_argument("--scenario", choices=("tune", "hang"), required=True)
+    ap.add_argument("--scenario", choices=("tune", "hang", "compile", "sparse"), required=True)
     ap.add_argument("--model-path", default="dummy-tp-model")
     ap.add_argument("--port", type=int, default=30001)
     ap.add_argument("--dist-port", type=int, default=29511)
@@ -321,6 +390,10 @@ def parse(argv):
     ap.add_argument("--tune-iters", type=int, default=50)
     ap.add_argument("--tune-max-m", type=int, default=8192, help="largest batch size tuned")
     ap.add_argument("--tune-shapes", choices=sorted(WEIGHT_SHAPES), default="large", help="weight shapes tuned")
+    ap.add_argument("--compile-s", type=float, default=240.0, help="compile: seconds of max-autotune compiling")
+    ap.add_argument("--gap-min-s", type=float, default=30.0, help="sparse: shortest wait between bursts")
+    ap.add_argument("--gap-max-s", type=float, default=60.0, help="sparse: longest wait between bursts")
+    ap.add_argument("--burst-s", type=float, default=2.0, help="sparse: longest burst of kernels")
     ap.add_argument("--capture-batches", type=int, default=12)
     ap.add_argument("--capture-iters", type=int, default=2000, help="TP forwards per batch size")
     ap.add_argument("--hang-at-batch", type=int, default=3)
