@@ -1,20 +1,17 @@
 #!/usr/bin/env python3
 """Detector benchmark (`make bench`): the trace corpus, beside the reference watchers.
 
-For every labelled trace in ../shared/traces and tests/traces: the project's detector
-(in-process replay, the code `bin/sglang-ops replay` runs) and the three reference
-watchers of ../shared/tools/baseline.py (deadline 660 s, deadline 1800 s, 300 s of log
-silence), each judged with ../shared/tools/score.py's rules. Then per watcher: passes,
+For every labelled trace of the repository (tests/traces, its corpus/ and real/): the
+project's detector (in-process replay, the code `bin/sglang-ops replay` runs) and three
+reference watchers of bench/scoring/baselines.py (deadline 660 s, deadline 1800 s, 300 s
+of log silence), each judged by bench/scoring/judge.py. Then per watcher: passes,
 false restarts, misses, late detections, detection latency median/max and phase
 attribution; the detector's replay throughput in observations per second (target:
-10,000 or more); and ../shared/tools/perturb.py's table over the same traces (each
+10,000 or more); and bench/perturb.py's table over the same traces (each
 trace replayed as recorded and under every perturbation: resampled, dropped and
 jittered polls, records cut at LineMax, no GPU readings, no py-spy samples, ...).
 Exit status 1 when the throughput is below target or any perturbed replay did not pass.
 """
-import glob
-import importlib.util
-import json
 import os
 import statistics
 import subprocess
@@ -22,53 +19,35 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED = os.path.join(os.path.dirname(ROOT), "shared")
 sys.path[:0] = [ROOT, os.path.join(ROOT, "collections")]
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Detector  # noqa: E402
 from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings  # noqa: E402
-from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import read_trace  # noqa: E402
+from bench.scoring import judge as judging  # noqa: E402
+from bench.scoring.baselines import watch  # noqa: E402
+from bench.scoring.label import Label  # noqa: E402
+from bench.scoring.runs import recorded_runs  # noqa: E402
 from sglang_ops_cli.commands.replay import replay  # noqa: E402
 
 MIN_OBS_PER_S = 10000
-TRACE_DIRS = (os.path.join(SHARED, "traces"), os.path.join(ROOT, "tests", "traces"), os.path.join(ROOT, "tests", "traces", "real"))
-BASELINES = (("deadline 660", ["deadline", "660"]), ("deadline 1800", ["deadline", "1800"]), ("silence 300", ["silence", "300"]))
+TRACE_DIRS = tuple(os.path.join(ROOT, "tests", "traces", *sub) for sub in ((), ("corpus",), ("real",)))
+BASELINES = (("deadline 660", ("deadline", 660)), ("deadline 1800", ("deadline", 1800)), ("silence 300", ("silence", 300)))
 
 
-def load_score():
-    spec = importlib.util.spec_from_file_location("shared_score", os.path.join(SHARED, "tools", "score.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def classify(header, obs, res, judge):
-    """(ok, kind, latency): kind is ok, false_restart, missed or late."""
-    ok, _, lat = judge(header, obs, res)
-    exp = header["expect"]
-    v, t = res.get("verdict"), res.get("t")
-    acted = v in ("stalled", "failed")
-    if ok:
-        return True, "ok", lat
-    if exp["outcome"] == "ready":
-        return False, ("false_restart" if acted else "missed"), None
-    if not acted:
-        return False, "missed", None
-    if t is None or t < exp["onset_t"]:
+def classify(header, obs, res):
+    """(ok, kind, latency): kind is ok, false_restart (premature included), missed or late."""
+    j = judging.judge(Label.of(header, obs), res)
+    if j.ok:
+        return True, "ok", j.latency_s
+    if j.false_restart:
         return False, "false_restart", None
-    return False, "late", lat
+    return False, ("late" if j.kind == judging.LATE else "missed"), j.latency_s
 
 
 def cell(kind, res, lat):
     if kind == "ok":
         return "ok %s" % ("ready" if lat is None else "%ds" % round(lat))
     return {"false_restart": "FALSE RESTART", "missed": "MISSED"}.get(kind, "LATE %ds" % round(lat or 0))
-
-
-def run_baseline(args, path):
-    p = subprocess.run([sys.executable, os.path.join(SHARED, "tools", "baseline.py"), *args, path],
-                       capture_output=True, text=True, timeout=120)
-    return json.loads(p.stdout.strip().splitlines()[-1])
 
 
 def throughput(traces, rounds=3):
@@ -91,25 +70,19 @@ def throughput(traces, rounds=3):
 
 
 def main():
-    if not os.path.isdir(SHARED):
-        print("../shared is missing: the benchmark needs score.py and baseline.py beside the checkout")
-        return 1
-    judge = load_score().judge
-    paths = [p for d in TRACE_DIRS for p in sorted(glob.glob(os.path.join(d, "*.jsonl")))]
-    traces = [(p,) + read_trace(p) for p in paths]
-    traces = [(p, h, o) for p, h, o in traces if h.get("expect")]
+    traces = [(run.path, run.header, run.observations) for run in recorded_runs(TRACE_DIRS)]
     watchers = [("sglang-ops", None)] + list(BASELINES)
     stats = {name: {"ok": 0, "false_restart": 0, "missed": 0, "late": 0, "lats": [], "phase": 0} for name, _ in watchers}
     by_class = {"failed (fatal line / exit)": [], "stalled, py-spy stacks": [], "stalled, no stacks": []}
     n_phase = 0
     print("%-46s %-9s %-16s %-15s %-15s %-15s" % ("trace", "expect", *[w for w, _ in watchers]))
-    for path, header, obs in traces:
+    for _, header, obs in traces:
         exp = header["expect"]
         n_phase += bool(exp.get("phase"))
         row = []
         for name, args in watchers:
-            res = replay(header, obs, DetectorSettings()) if args is None else run_baseline(args, path)
-            ok, kind, lat = classify(header, obs, res, judge)
+            res = replay(header, obs, DetectorSettings()) if args is None else watch(args[0], args[1], obs)
+            ok, kind, lat = classify(header, obs, res)
             st = stats[name]
             st["ok" if ok else kind] += 1
             if ok and lat is not None:
@@ -143,9 +116,9 @@ def main():
     print("replay throughput: %d observations in %.2f s = %d observations/s (in-process, one core, best of 3 passes; target >= %d)" % (
         fed, elapsed, rate, MIN_OBS_PER_S))
     print()
-    print("perturbations (../shared/tools/perturb.py):", flush=True)
-    perturbed = subprocess.run([sys.executable, os.path.join(SHARED, "tools", "perturb.py"), "--quiet", "--jobs", "2",
-                                "--cwd", ROOT, *TRACE_DIRS], cwd=ROOT)
+    print("perturbations (bench/perturb.py):", flush=True)
+    perturbed = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "perturb.py"), "--quiet", "--jobs", "2",
+                                *TRACE_DIRS], cwd=ROOT)
     return 0 if rate >= MIN_OBS_PER_S and perturbed.returncode == 0 else 1
 
 

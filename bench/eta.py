@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """ETA benchmark (`make bench`): the error of the time-to-ready estimate on the corpus.
 
-For every healthy start of the corpus (../shared/traces, tests/traces, tests/traces/real
-that the detector calls ready), the history is one earlier start of the same host: the
-corpus holds one start of each kind, so the earlier start is this start's own record
+For every healthy start of the corpus (tests/traces, its corpus/ and real/) that the
+detector calls ready, the history is one earlier start of the same host: the corpus
+holds one start of each kind, so the earlier start is this start's own record
 (start_history.record_from_trace: phase durations and bytes read) with each phase's
 duration multiplied by a factor drawn at random (seeded by the trace's name) from
 [1/SPREAD, SPREAD], the run-to-run variation of one host. The start is then replayed
@@ -24,7 +24,6 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED = os.path.join(os.path.dirname(ROOT), "shared")
 sys.path[:0] = [ROOT, os.path.join(ROOT, "collections")]
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Detector  # noqa: E402
@@ -33,7 +32,7 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.eta import EtaE
 from ansible_collections.sglang_ops.serving.plugins.module_utils.start_history import record_from_trace  # noqa: E402
 from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import read_trace  # noqa: E402
 
-TRACE_DIRS = (os.path.join(SHARED, "traces"), os.path.join(ROOT, "tests", "traces"), os.path.join(ROOT, "tests", "traces", "real"))
+TRACE_DIRS = tuple(os.path.join(ROOT, "tests", "traces", *sub) for sub in ((), ("corpus",), ("real",)))
 TARGET_SPREAD = 1.25
 TARGET_MEDIAN, TARGET_WORST = 0.20, 0.35
 TARGET_WRITE_MS = 50.0
@@ -130,9 +129,6 @@ def metrics_write_ms(starts, rounds=3):
 
 
 def main():
-    if not os.path.isdir(SHARED):
-        print("../shared is missing: the benchmark needs the trace corpus beside the checkout")
-        return 1
     starts = list(healthy_starts())
     ok = True
     for spread in (TARGET_SPREAD, 1.5, None):
