@@ -1,4 +1,4 @@
-"""The one reader and writer of `sglang-trace/1` files (../shared/traces/FORMAT.md).
+"""The one reader and writer of `sglang-trace/1` files (docs/trace-format.md).
 
 Reading checks at the edge: every problem raises TraceFormatError naming the file and
 line, so the CLI can print one clear line. Observations are returned as the dicts the

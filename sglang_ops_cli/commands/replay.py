@@ -1,7 +1,7 @@
 """`sglang-ops replay FILE`: feed a recorded trace to the detector the restart uses.
 
 The last stdout line is the verdict JSON of the replay contract
-(../shared/traces/FORMAT.md); `--verbose` prints one progress line per observation
+(docs/trace-format.md); `--verbose` prints one progress line per observation
 before it; `--eta` prints the time-to-ready estimate of each poll (with `--history`:
 earlier starts of the same host, as trace files or the folders that hold them). Exit status: 0 when the trace was read, 2 for a malformed trace or bad
 settings.
