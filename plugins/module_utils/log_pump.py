@@ -19,8 +19,8 @@ import threading
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils import log_filter
 
-PENDING_BYTES = 4 * 2**20
-PENDING_RECORDS = 20000
+PENDING_BYTES = 512 * 2**10
+PENDING_RECORDS = 5000
 TAIL_BYTES = 256 * 2**10
 TAIL_RECORDS = 400
 READ_BYTES = 65536

@@ -205,8 +205,8 @@ class Supervisor:
         obs["unit"] = self._unit_view()
         obs["log"], dropped = self.pump.drain()
         if dropped:
-            missing["log_truncated"] = "%d lines dropped since the last poll (more than %d lines or %d MiB); " \
-                "the journal has them all" % (dropped, log_pump.PENDING_RECORDS, log_pump.PENDING_BYTES // 2**20)
+            missing["log_truncated"] = "%d lines dropped since the last poll (more than %d lines or %d KiB); " \
+                "the journal has them all" % (dropped, log_pump.PENDING_RECORDS, log_pump.PENDING_BYTES // 2**10)
             self.say("%d lines of the server's output were not kept for the detector since the last poll "
                      "(a flood; the journal has them all)" % dropped)
         return result
@@ -238,7 +238,7 @@ class Supervisor:
         polls = max(1, self.record.record["polls"])
         return {"cpu_s": round(now - self.cpu0, 3), "cpu_s_per_poll": round((now - self.cpu0) / polls, 4),
                 "cpu_s_last_poll": round(poll_cpu, 4), "cpu_s_max_poll": round(self.cpu_max_poll, 4),
-                "max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)}
+                "max_rss_mib": round(_peak_rss_kib() / 1024.0, 1)}
 
     # ------------------------------------------------------------------ the start
     def _watch_start(self):
@@ -461,6 +461,19 @@ def _generated_tokens(base_url):
     """sglang:generation_tokens_total from /metrics, or None."""
     text = http_check.get_text(base_url, "/metrics", 5.0)
     return prometheus_text.sample_sum(text, "sglang:generation_tokens_total") if text else None
+
+
+def _peak_rss_kib():
+    """This process's peak resident memory: VmHWM, of this program only (getrusage's
+    ru_maxrss keeps the peak of the process image before exec, e.g. a large parent's)."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 def _cpu_s():
