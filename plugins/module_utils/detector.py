@@ -114,7 +114,6 @@ class Detector:
         self._last_sample = None  # the last py-spy sample {rank: frames}
         self._prev_cpu_pct = None
         self._life_log_t = None   # journal time of the latest line saying the process carries on
-        self._gpu_run_since = None
         self._held = None         # the Assessment held by the observe-only gate
         self.phases = PhaseModel()
         self._final = None
@@ -379,11 +378,8 @@ class Detector:
         """Record one nvidia-smi sample: memory moves, spinning and idle GPUs, sums."""
         if not isinstance(gpus, list) or not gpus:
             self._gpu_run = 0
-            self._gpu_run_since = None
             return
         self._gpu_run += 1
-        if self._gpu_run_since is None:
-            self._gpu_run_since = t
         bursts = self._bursts
         s = self.settings
         noise, spin_at, idle_below = s.gpu_mem_noise_mib, s.spin_util_pct, s.idle_util_pct
@@ -605,7 +601,9 @@ class Detector:
         gpus_idle = gpus is not None and gpus.all_idle
         # no GPU reading and the ranks waiting on their GPUs: the GPUs may well be computing
         gpu_wait_blind = gpus is None and self._sync_stack_t is not None and t - self._sync_stack_t <= 3 * s.stacks_interval_s
-        idle = cpu_idle and not self._compilers and (gpus_idle or (gpus is None and not gpu_wait_blind))
+        # blind and deaf (no GPU reading, no stack), a low CPU that still moves is a sign of
+        # life (rule 2): only a frozen clock or the hard ceiling decide then (rule 5)
+        idle = cpu_idle and not self._compilers and (gpus_idle or (gpus is None and not gpu_wait_blind and self._last_stack_t is not None))
         busy = cpu_known and not cpu_idle and not spinning
         # Busy CPU is work only when something says it computes: GPUs answering and not
         # spinning, kernels coming and going, a stack in a compute loop, a compiler. Alone
@@ -730,11 +728,10 @@ class Detector:
                 return None
             if self._gpu_run < s.stacks_gpu_flat_polls:
                 return None   # too few readings in a row: a burst may have fallen on a lost one
-            if gpus.all_idle:
-                # parked: flat for longer than a few burst periods of a GPU-bound loop
-                flat_since = max(self._gpu_active_t or self._gpu_run_since, self._gpu_run_since, self._last_progress_t)
-                if t - flat_since < s.stall_parked_gpu_flat_s:
-                    return None
+            if gpus.all_idle and self._frozen.held_s(t) < t - t_old:
+                # parked needs the CPU clock frozen since the older sample: a loop that times
+                # short kernels wakes for each one, and its bursts fall between readings
+                return None
             hardware = "GPUs idle" if gpus.all_idle else "GPUs spinning, utilisation flat"
         elif any(_host_wait_frame(new[r], s.stack_collective_depth) for r in common) and all(waits):
             # every rank waits and some wait on the host, not only for their own GPUs: SGLang's

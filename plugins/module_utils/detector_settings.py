@@ -64,11 +64,7 @@ class DetectorSettings:
     # Rule 2: a GPU reading at or above gpu_burst_util_pct and gpu_burst_margin_pct above its
     # own recent noise ceiling is a burst of kernels (0, 2 %, 0, 18 %: work, not a hang).
     gpu_burst_util_pct: float = 2.0
-    gpu_burst_margin_pct: float = 2.0
-    # Rule 3: identical stacks with idle GPUs are parked only once the GPUs stayed flat this
-    # long: longer than a few periods of a tuning loop's bursts (30-60 s), one of which a
-    # lost reading may hide.
-    stall_parked_gpu_flat_s: float = 180.0
+    gpu_burst_margin_pct: float = 3.0
     # Rule 5: the unit's CPU time not moving (at most frozen_cpu_pct of one core) for
     # stall_frozen_window_s, with no GPU at work and nothing else moving, is a frozen start,
     # with or without GPU telemetry.

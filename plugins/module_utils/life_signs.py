@@ -19,6 +19,7 @@ class GpuBursts:
         self.min_pct, self.margin_pct = min_pct, margin_pct
         self.history, self.min_history, self.quantile = history, min_history, ceiling_quantile
         self._readings = {}
+        self._bursts_in_a_row = {}
 
     def is_burst(self, idx, util_pct):
         """True when `util_pct` is at least min_pct and margin_pct above the GPU's noise ceiling
@@ -31,7 +32,12 @@ class GpuBursts:
             ordered = sorted(seen)
             ceiling = ordered[int(self.quantile * (len(ordered) - 1))]
             burst = util_pct >= ceiling + self.margin_pct
-        seen.append(util_pct)
+        # bursts stay out of the noise history (frequent bursts would raise the ceiling over
+        # the small ones), unless they keep coming: then the board's floor itself has moved
+        runs = self._bursts_in_a_row
+        runs[idx] = runs.get(idx, 0) + 1 if burst else 0
+        if not burst or runs[idx] >= self.min_history:
+            seen.append(util_pct)
         return burst
 
 

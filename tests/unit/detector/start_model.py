@@ -12,6 +12,12 @@ the way the channels behave on a real host (../shared/fault-catalog.md):
   spinning in synchronize, hundreds of watts when power is reported), `compile` (compiler children, cache
   writes), `disk` (reads, slow or fast, memory in steps), `capture` (utilisation
   changing, memory creeping up);
+- healthy kinds of their own property tests: `inductor_autotune` (Inductor's max-autotune:
+  an `E...` record with a traceback ending `OutOfMemoryError: out of resource` for a config
+  that does not fit, repeated, then `Ignoring this choice.`; compile workers coming and
+  going, CPU busy, GPU bursts while it benchmarks), `tuning_sparse` (short kernels timed
+  with synchronize: the same stack on every sample, CPU low, utilisation 0 except one
+  burst of 2-27 % every 30-60 s);
 - stall kinds: `spin` (some GPUs at ~100 % with flat memory at about idle power, ranks
   busy-polling),
   `idle` (everything flat), `wait_stacks` (every rank parked in a wait), `smi_wedged`
@@ -51,6 +57,15 @@ BENIGN = (
 )
 HEALTHY_KINDS = ("cpu_busy", "gpu_bound", "gpu_flat_out", "compile", "disk", "capture")
 STALL_KINDS = ("spin", "idle", "wait_stacks", "smi_wedged", "stopped")
+INDUCTOR_RECORDS = (
+    "E1201 12:00:01.123000 4242 torch/_inductor/select_algorithm.py:2105] [0/0] Exception No valid triton configs. "
+    "OutOfMemoryError: out of resource: triton_mm Required: 262144 Hardware limit:232448 Reducing block sizes or "
+    "`num_stages` may help.",
+    "Traceback (most recent call last):",
+    "RuntimeError: No valid triton configs. OutOfMemoryError: out of resource: triton_mm Required: 262144 Hardware limit:232448",
+    "E1201 12:00:01.125000 4242 torch/_inductor/select_algorithm.py:2113] [0/0] Runtime error during autotuning: No valid "
+    "triton configs. OutOfMemoryError: out of resource. Ignoring this choice.",
+)
 STACKS = {
     "cpu_busy": ["_pack_marlin_moe_weights", "process_weights_after_loading", "load_model", "run_scheduler_process"],
     "gpu_bound": ["synchronize", "benchmark_config", "tune", "tune_fused_moe", "run_scheduler_process"],
@@ -82,6 +97,7 @@ class ModelStart(Start):
         self.next_stack_t = 0.0
         self.next_chatter_t = 0.0
         self.records_t = None    # journal time of the records the last poll brought
+        self.next_burst_t = 0.0
 
     # ---------------------------------------------------------------- journal
     def records(self, msgs, at):
@@ -187,6 +203,22 @@ class ModelStart(Start):
                     self.mem = [m + 512 for m in self.mem]
                 self.util = [self.rng.randint(0, 3) for dummy in range(self.gpus)]
                 self.step(msgs, cpu_pct=self.rng.uniform(30, 800), read_bps=self.rng.uniform(0.3e6, 2e9), stacks=STACKS[kind])
+            elif kind == "inductor_autotune":
+                if self.rng.random() < 0.4:
+                    msgs += list(INDUCTOR_RECORDS)
+                busy = self.rng.random() < 0.7
+                self.comm = {"python3": self.gpus + 2 + (self.rng.randint(4, 32) if busy else self.rng.randint(0, 2))}
+                self.util = [0] * self.gpus if busy else [self.rng.randint(3, 40) for dummy in range(self.gpus)]
+                self.step(msgs, cpu_pct=self.rng.uniform(900, 3200) if busy else self.rng.uniform(120, 400),
+                          stacks=STACKS["compile"])
+                self.comm = {"python3": self.gpus + 2}
+            elif kind == "tuning_sparse":
+                if self.t >= self.next_burst_t:
+                    self.util = [self.rng.randint(2, 27)] * self.gpus
+                    self.next_burst_t = self.t + self.rng.uniform(30, 60)
+                else:
+                    self.util = [0] * self.gpus
+                self.step(msgs, cpu_pct=self.rng.uniform(3, 15), stacks=STACKS["gpu_bound"])
             elif kind == "capture":
                 self.mem = [m + self.rng.choice((0, 0, 70, 130)) for m in self.mem]
                 self.util = [self.rng.randint(15, 60) for dummy in range(self.gpus)]

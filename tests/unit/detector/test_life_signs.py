@@ -49,3 +49,17 @@ def test_a_frozen_clock_holds_while_cpu_time_does_not_move_and_ends_when_it_does
     assert c.held_s(40) == 40
     c.update(50, 101.0)
     assert c.held_s(50) == 0
+
+
+def test_frequent_bursts_do_not_raise_the_noise_ceiling_over_the_small_ones():
+    b = GpuBursts(min_pct=2, margin_pct=2)
+    feed(b, [0] * 8)
+    got = feed(b, [25, 0, 30, 0, 2, 0, 20, 0, 3, 0] * 4)
+    assert got[4] and got[8] and got[-2]
+
+
+def test_a_floor_that_moved_for_good_stops_counting_as_bursts():
+    b = GpuBursts(min_pct=2, margin_pct=2)
+    feed(b, [0] * 8)
+    got = feed(b, [5] * 40)
+    assert got[0] and not got[-1]

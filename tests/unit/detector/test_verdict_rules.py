@@ -140,15 +140,26 @@ def _stacks(frames, ranks=8):
     return {"stacks": [{"pid": 100 + r, "rank": "TP%d" % r, "frames": list(frames)} for r in range(ranks)]}
 
 
-def test_identical_stacks_in_a_wait_stall_even_with_busy_cpu_once_the_gpus_stayed_flat(start):
+def test_identical_wait_stacks_with_busy_cpu_and_idle_gpus_are_not_parked(start):
     s = start()
     s.loaded()
     frames = ["all_reduce", "forward", "capture", "run_scheduler_process"]
+    out = [s.poll(cpu_pct=800, extra=_stacks(frames))]
+    for dummy in range(5):
+        out += [s.poll(cpu_pct=800)] + [s.poll(cpu_pct=800, extra=_stacks(frames))]
+    assert not any(a.final for a in out), "a CPU still moving with GPUs that do not spin is a sign of life"
+
+
+def test_identical_wait_stacks_with_spinning_gpus_stall_even_with_busy_cpu(start):
+    s = start()
+    s.loaded()
+    frames = ["all_reduce", "forward", "capture", "run_scheduler_process"]
+    s.util = [100] * 8
     s.poll(cpu_pct=800, extra=_stacks(frames))
-    for dummy in range(int(s.det.settings.stall_parked_gpu_flat_s / s.poll_s) - 1):
+    for dummy in range(5):
         assert not s.poll(cpu_pct=800).final
     a = s.poll(cpu_pct=800, extra=_stacks(frames))
-    assert (a.verdict, a.reason_code) == ("stalled", "stall_wait_stacks")
+    assert (a.verdict, a.reason_code) == ("stalled", "stall_spin")
     assert a.evidence["stacks"]["wait_frame"] == "all_reduce" and a.evidence["stacks"]["ranks"] == 8
 
 
@@ -167,9 +178,9 @@ def test_identical_stacks_with_idle_cpu_stall_whatever_the_frames(start):
     s = start()
     s.loaded()
     frames = ["_load_one_shard", "load_weights"]
-    s.poll(cpu_pct=3, extra=_stacks(frames))
-    s.polls(s.det.settings.stall_parked_gpu_flat_s - 10, cpu_pct=3)
-    assert s.poll(cpu_pct=3, extra=_stacks(frames)).reason_code == "stall_wait_stacks"
+    s.poll(cpu_pct=0, extra=_stacks(frames))
+    s.polls(50, cpu_pct=0)
+    assert s.poll(cpu_pct=0, extra=_stacks(frames)).reason_code == "stall_wait_stacks"
 
 
 def test_stacks_that_changed_between_samples_do_not_stall(start):
