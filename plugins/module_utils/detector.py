@@ -381,6 +381,7 @@ class Detector:
             return
         self._gpu_run += 1
         bursts = self._bursts
+        burst_hist, burst_min = bursts.readings, self.settings.gpu_burst_util_pct
         s = self.settings
         noise, spin_at, idle_below = s.gpu_mem_noise_mib, s.spin_util_pct, s.idle_util_pct
         mem_moved, spin, all_idle, active, between = False, [], True, False, False
@@ -405,7 +406,7 @@ class Detector:
                 spin.append(idx)
                 spin_powers.append(power)
                 all_idle = False
-            elif util >= idle_below or (bursts.is_burst(idx, util) and self._owned(gpus_procs, idx)):
+            elif util >= idle_below or (util >= burst_min and bursts.is_burst(idx, util) and self._owned(gpus_procs, idx)):
                 # busy, flat out while drawing compute power, or a burst above the GPU's own
                 # noise: kernels at work
                 band = 1
@@ -413,6 +414,10 @@ class Detector:
                 active = between = True
             else:
                 band = 0
+                if util < burst_min:    # an idle reading: into the GPU's noise history (inlined: every poll, every GPU)
+                    (burst_hist.get(idx) or bursts.history(idx)).append(util)
+                    if bursts.bursts_in_a_row:
+                        bursts.bursts_in_a_row.pop(idx, None)
             if util > util_max:
                 util_max = util
             if recent and not active and bands.get(idx, band) != band:
@@ -509,6 +514,8 @@ class Detector:
         a lethal line; None otherwise. A sign of life after the line means it was survived."""
         s = self.settings
         h = self.lines.open
+        if h is None and not dead and not self.lines.survived:
+            return None
         life, frozen = ([], None) if h is None or dead else self._after_line(t, h, moved)
         outcome, hyp = self.lines.judge(t, dead, life, frozen)
         if self.lines.survived:

@@ -17,26 +17,42 @@ class GpuBursts:
 
     def __init__(self, min_pct, margin_pct, history=24, min_history=6, ceiling_quantile=0.8):
         self.min_pct, self.margin_pct = min_pct, margin_pct
-        self.history, self.min_history, self.quantile = history, min_history, ceiling_quantile
-        self._readings = {}
-        self._bursts_in_a_row = {}
+        self.history_len, self.min_history, self.quantile = history, min_history, ceiling_quantile
+        self.readings = {}
+        self.bursts_in_a_row = {}
+
+    def history(self, idx):
+        """The GPU's recent readings (a deque a caller may append an idle reading to)."""
+        seen = self.readings.get(idx)
+        if seen is None:
+            seen = self.readings[idx] = deque(maxlen=self.history_len)
+        return seen
+
+    def note_idle(self, idx, util_pct):
+        """A reading below min_pct: into the history, ending a run of bursts."""
+        self.history(idx).append(util_pct)
+        if self.bursts_in_a_row:
+            self.bursts_in_a_row.pop(idx, None)
 
     def is_burst(self, idx, util_pct):
         """True when `util_pct` is at least min_pct and margin_pct above the GPU's noise ceiling
         (the `ceiling_quantile` of its recent readings); the reading joins the history."""
-        seen = self._readings.get(idx)
-        if seen is None:
-            seen = self._readings[idx] = deque(maxlen=self.history)
-        burst = False
-        if len(seen) >= self.min_history and util_pct >= self.min_pct:
-            ordered = sorted(seen)
-            ceiling = ordered[int(self.quantile * (len(ordered) - 1))]
-            burst = util_pct >= ceiling + self.margin_pct
+        seen = self.history(idx)
+        if util_pct < self.min_pct or len(seen) < self.min_history:
+            seen.append(util_pct)
+            if self.bursts_in_a_row:
+                self.bursts_in_a_row.pop(idx, None)
+            return False
+        ordered = sorted(seen)
+        burst = util_pct >= ordered[int(self.quantile * (len(ordered) - 1))] + self.margin_pct
         # bursts stay out of the noise history (frequent bursts would raise the ceiling over
         # the small ones), unless they keep coming: then the board's floor itself has moved
-        runs = self._bursts_in_a_row
-        runs[idx] = runs.get(idx, 0) + 1 if burst else 0
-        if not burst or runs[idx] >= self.min_history:
+        if burst:
+            runs = self.bursts_in_a_row[idx] = self.bursts_in_a_row.get(idx, 0) + 1
+            if runs >= self.min_history:
+                seen.append(util_pct)
+        else:
+            self.bursts_in_a_row.pop(idx, None)
             seen.append(util_pct)
         return burst
 
