@@ -114,3 +114,19 @@ def test_healthy_gpu_bound_autotune_on_real_gpus_shows_a_wait_stack_busy_gpus_an
     # What tells it from the hung all-reduce on the same GPUs: every GPU busy, at full power.
     assert all(min(g["power_w"] for g in o["gpus"]) > 500 for o in tuning)
     assert all(195 <= c <= 205 for c in _cpu_pct(tuning))  # two ranks, each spinning in synchronize
+
+
+def _without_gpu_telemetry(obs):
+    return [{k: v for k, v in o.items() if k not in ("gpus", "gpu_procs")} for o in obs]
+
+
+@pytest.mark.parametrize("path", [p for p in TRACES if "hang" in os.path.basename(p) or "hung" in os.path.basename(p)],
+                         ids=os.path.basename)
+def test_a_real_hang_is_decided_without_gpu_telemetry_and_names_its_rule(path, tmp_path):
+    header, obs = load(path)
+    blind = tmp_path / os.path.basename(path)
+    blind.write_text("\n".join(json.dumps(o) for o in [header] + _without_gpu_telemetry(obs)) + "\n")
+    res = replay(str(blind))
+    assert res["verdict"] in ("stalled", "failed"), res
+    assert res["t"] >= header["expect"]["onset_t"], res
+    assert res["evidence"]["rule"].startswith(("rule 1", "rule 3", "rule 5", "dead process")), res
