@@ -21,6 +21,10 @@ and, with tests/gpu/tp_server.py (one process per GPU, NCCL; needs --tp-size GPU
                  (Inductor's autotuner, its workers and log records)      -> ready
   sparse         a tuning loop: short kernels, then a wait of 30-60 s in
                  one function (GPU idle on most polls, bursts between)    -> ready
+  spin           during graph capture rank 0 waits on a kernel that never
+                 ends (GPU pinned, host in synchronize)                   -> stalled
+  init_hang      one rank never comes: the others wait in the rendezvous
+                 of init_process_group                                    -> stalled
 
 This script plays the part systemd plays on a real host: it is the service's parent,
 so it fills the observation's `unit` from what it knows as the parent (running, or
@@ -436,6 +440,34 @@ def main():
         rec.write({"outcome": "ready", "phase": "ready"}, {"tune_s": a.tune_s})
         rec.stop()
         summary[rec.name] = {"polls": rec.n, "costs": rec.costs, "missing": rec.missing, "smi": rec.smi}
+        port += 1
+
+    hangs = {"spin": ("real_h200_stall_kernel_never_ends", "cuda_graph", "29515",
+                      "Real H200 x%d, one rank process per GPU: dummy weights, KV cache, graph capture; at the 4th batch size "
+                      "rank 0 launches a kernel that does not end in time (torch.cuda._sleep for 4e12 cycles: the GPU spins) "
+                      "and waits for it in a synchronize. Recorded for %.0f s after that."),
+             "init_hang": ("real_h200_stall_rank_never_joins", "distributed_init", "29516",
+                           "Real H200, a TP start of %d ranks of which the last never starts (its host down): rank 0 logs "
+                           "'Init torch distributed begin.' and waits in init_process_group's rendezvous (timeout 2 h). "
+                           "Recorded for %.0f s after that.")}
+    for scenario in [s for s in scenarios if s in hangs]:
+        name, phase, dist_port, words = hangs[scenario]
+        mark = os.path.join(a.work, "%s.mark" % scenario)
+        if os.path.exists(mark):
+            os.unlink(mark)
+        world = a.tp_size + 1 if scenario == "init_hang" else a.tp_size
+        rec = Recorder(probe_mod, a, name, words % (world, a.hang_record_s), port,
+                       argv=tp_server_argv(a, port, scenario, ["--dist-port", dist_port, "--hang-mark", mark,
+                                                               "--tp-size", str(world)] + a.tp_extra.split()),
+                       unit="tp-server (pid mode)", gpus=a.tp_size)
+        ev = run_scenario(rec, lambda r, obs, m=mark: os.path.exists(m), after_s=a.hang_record_s, deadline=t_begin + a.budget_s)
+        onset = None
+        if ev:
+            with open(mark) as f:
+                onset = round(float(f.read().strip()) - rec.t0, 2)
+        rec.write({"outcome": "stalled", "onset_t": onset, "phase": phase}, {"hang_t": onset})
+        rec.stop()
+        summary[rec.name] = {"polls": rec.n, "costs": rec.costs, "missing": rec.missing, "onset_t": onset, "smi": rec.smi}
         port += 1
 
     if "hung_allreduce" in scenarios:

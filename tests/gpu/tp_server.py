@@ -18,6 +18,12 @@ memory with an all-reduce, then:
                     of matmul blocks of several shapes (fresh Inductor and Triton caches):
                     Inductor's own autotuner, its compile workers and its log records,
                     for about --compile-s seconds, then capture, HTTP up, ready.
+  --scenario spin     graph capture; at batch --hang-at-batch rank 0 launches a kernel that
+                    never ends in time (torch.cuda._sleep for --spin-cycles cycles) and
+                    waits for it in a synchronize. Writes the moment to --hang-mark.
+  --scenario init_hang  the launcher starts ranks 0..tp_size-2 only: the last rank never
+                    comes (its host is down), so the others wait in the rendezvous of
+                    init_process_group. Writes the moment to --hang-mark.
   --scenario sparse   a tuning loop that times short kernels with a synchronize, then
                     waits --gap-min-s..--gap-max-s in the same function before the next
                     config (GPU idle on most polls, bursts between), for --tune-s seconds.
@@ -52,8 +58,9 @@ def launch(a, argv):
     log("server_args=ServerArgs(model_path='%s', tp_size=%d, port=%d, load_format='dummy')"
         % (a.model_path, a.tp_size, a.port), rank=False)
     env = dict(os.environ, PYTHONUNBUFFERED="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(a.dist_port), **SAFE_ENV)
+    started = a.tp_size - 1 if a.scenario == "init_hang" else a.tp_size
     ranks = [subprocess.Popen([sys.executable, os.path.abspath(__file__)] + argv + ["--tp-rank", str(r)], env=env)
-             for r in range(a.tp_size)]
+             for r in range(started)]
     # As SGLang's launcher: a rank that dies takes the others down with it.
     while True:
         pid, status = os.wait()
@@ -221,6 +228,11 @@ def capture(torch, dist, a, w, bar_cls):
     for i, bs in enumerate(batch_sizes):
         if bar:
             bar.set_description("Capturing batches (bs=%d avail_mem=%.2f GB)" % (bs, gib(torch.cuda.mem_get_info()[0])))
+        if a.scenario == "spin" and i == a.hang_at_batch and RANK == 0:
+            with open(a.hang_mark, "w") as f:
+                f.write("%.3f\n" % time.time())
+            torch.cuda._sleep(int(a.spin_cycles))
+            torch.cuda.synchronize()
         if a.scenario == "hang" and i == a.hang_at_batch and RANK == a.tp_size - 1:
             with open(a.hang_mark, "w") as f:
                 f.write("%.3f\n" % time.time())
@@ -325,6 +337,9 @@ def rank_main(a):
     log("Init torch distributed begin.")
     torch.cuda.set_device(RANK)
     start_free = torch.cuda.mem_get_info()[0]
+    if a.scenario == "init_hang":
+        with open(a.hang_mark, "w") as f:
+            f.write("%.3f\n" % time.time())
     dist.init_process_group("nccl", rank=RANK, world_size=a.tp_size,
                             timeout=datetime.timedelta(seconds=a.nccl_timeout_s),
                             device_id=torch.device("cuda", RANK))
@@ -376,7 +391,7 @@ def rank_main(a):
 
 def parse(argv):
     ap = argparse.ArgumentParser()
-    ap.add_argument("--scenario", choices=("tune", "hang", "compile", "sparse"), required=True)
+    ap.add_argument("--scenario", choices=("tune", "hang", "compile", "sparse", "spin", "init_hang"), required=True)
     ap.add_argument("--model-path", default="dummy-tp-model")
     ap.add_argument("--port", type=int, default=30001)
     ap.add_argument("--dist-port", type=int, default=29511)
@@ -397,6 +412,7 @@ def parse(argv):
     ap.add_argument("--capture-batches", type=int, default=12)
     ap.add_argument("--capture-iters", type=int, default=2000, help="TP forwards per batch size")
     ap.add_argument("--hang-at-batch", type=int, default=3)
+    ap.add_argument("--spin-cycles", type=float, default=4e12, help="spin: GPU cycles the never-ending kernel runs")
     ap.add_argument("--hang-mark", default="/tmp/tp_server.hang")
     ap.add_argument("--nccl-timeout-s", type=float, default=7200.0)
     ap.add_argument("--warmup-s", type=float, default=4.0)
