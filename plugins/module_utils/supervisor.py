@@ -16,6 +16,10 @@ probe, detector and watch loop (docs/architecture.md, "Every start watched").
   exits with the failure class's status (failure_classes.py); systemd restarts the unit
   unless that status is in RestartPreventExitStatus=.
 - SIGTERM (systemctl stop): the server is stopped, the start recorded as stopped, exit 0.
+- Never the fault (docs/architecture.md): the settings are proven before the server is
+  started (supervisor_settings.py, exit 64); any other exception kills the server and
+  exits supervisor_fault (65); a record that cannot be written is a warning; the log is
+  kept in bounded memory (log_pump.py); durations are on a monotonic clock (clock()).
 - Every progress line carries the ETA from the host's earlier starts (module_utils/
   start_outlook.py); with metrics_dir set, the start's metrics file (phase, ETA,
   restarts, hangs after ready) is rewritten there every poll for node_exporter.
