@@ -22,13 +22,24 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.start_metrics i
     StartMetrics, file_name, write_textfile)
 
 
+def time_to_ready(phases, history, ready_after_s):
+    """What a run record keeps of a start against the host's history (ready start records,
+    oldest first): the usual time, the start's phases ([{"phase", "started_s",
+    "duration_s"}], in order), its time to ready and the phases slower than usual."""
+    history = list(history)[-HISTORY_LIMIT:]
+    return {"history_starts": len(history), "usual_total_s": EtaEstimator(history).usual_total_s,
+            "ready_after_s": ready_after_s, "phases": list(phases),
+            "slower_than_usual": [{"phase": p, "took_s": took, "usual_s": usual}
+                                  for p, took, usual in slower_than_usual(phases, history)]}
+
+
 class StartOutlook:
-    def __init__(self, unit, history=(), write=None, previous_text=None, warn=None, clock=time.time):
+    def __init__(self, unit, history=(), write=None, previous_text=None, warn=None, clock=time.time, host=None):
         self.unit = unit
         self.history = list(history)        # ready start records of this host, oldest first
         self.write = write
         self.warn = warn
-        self.metrics = StartMetrics(unit, previous_text=previous_text, clock=clock)
+        self.metrics = StartMetrics(unit, previous_text=previous_text, clock=clock, host=host)
         self.model = None
         self.estimator = EtaEstimator(self.history[-HISTORY_LIMIT:])
         self.phases = []                    # [{"phase", "started_s", "duration_s"}] of the current attempt
@@ -36,13 +47,14 @@ class StartOutlook:
         self._write_failed = False
 
     @classmethod
-    def on_host(cls, unit, textfile_dir, starts_dir=SUPERVISOR_STARTS_DIR, warn=None):
+    def on_host(cls, unit, textfile_dir, starts_dir=SUPERVISOR_STARTS_DIR, warn=None, host=None):
         """The outlook of a host supervisor: history from its starts folder, the metrics
         file written in textfile_dir (counters read back from the file already there);
-        with no textfile_dir, the estimate alone and no file."""
+        with no textfile_dir, the estimate alone and no file. host: the inventory name
+        (the metrics' `host` label)."""
         history = load_history(supervisor_traces(starts_dir), limit=4 * HISTORY_LIMIT)
         if not textfile_dir:
-            return cls(unit, history, write=lambda n, text: None, previous_text=None, warn=warn)
+            return cls(unit, history, write=lambda n, text: None, previous_text=None, warn=warn, host=host)
         name = file_name(unit)
         try:
             with open("%s/%s" % (textfile_dir, name), encoding="utf-8") as fh:
@@ -50,7 +62,7 @@ class StartOutlook:
         except OSError:
             previous = None
         return cls(unit, history, write=lambda n, text: write_textfile(textfile_dir, n, text),
-                   previous_text=previous, warn=warn)
+                   previous_text=previous, warn=warn, host=host)
 
     def _history_of(self, model):
         same = [r for r in self.history if model is None or r.get("model") in (model, None)]
@@ -99,10 +111,7 @@ class StartOutlook:
 
     def summary(self):
         """What a run record keeps: the usual time, this attempt's phases, the slow ones."""
-        return {"history_starts": len(self.estimator.history), "usual_total_s": self.estimator.usual_total_s,
-                "ready_after_s": self.ready_after_s, "phases": list(self.phases),
-                "slower_than_usual": [{"phase": p, "took_s": took, "usual_s": usual}
-                                      for p, took, usual in self.slower_than_usual()]}
+        return time_to_ready(self.phases, self.estimator.history, self.ready_after_s)
 
     def finish(self, outcome, reason_code, attempts):
         self.metrics.finish(outcome, reason_code, attempts, phases=self.phases,

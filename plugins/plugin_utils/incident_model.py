@@ -97,11 +97,16 @@ def decision_of(assessments):
     return (assessments[-1] if assessments else {}), False
 
 
+def shows_tail(name):
+    """A log (the journal, the supervisor's log tail) is read from its end."""
+    return "journal" in name or "log-tail" in name
+
+
 def excerpt(name, text, lines=DIAGNOSTIC_EXCERPT_LINES):
     """The part of one diagnostics file worth reading first: the tail of a journal, the
     head of anything else."""
     all_lines = redact(text).splitlines()
-    pick = all_lines[-lines:] if "journal" in name else all_lines[:lines]
+    pick = all_lines[-lines:] if shows_tail(name) else all_lines[:lines]
     return Excerpt(name=name, text="\n".join(pick), lines_total=len(all_lines), lines_shown=len(pick))
 
 
@@ -281,7 +286,8 @@ def build_incident(header, observations, assessments, run=None, diagnostics=None
     inc = Incident(
         host=host or (run or {}).get("host", ""),
         unit=(run or {}).get("unit") or header.get("unit") or "the service",
-        source=("restart run" if run is not None else "recorded trace %s" % header.get("name", "?")),
+        source=((run or {}).get("source") or ("restart run" if run is not None
+                                               else "recorded trace %s" % header.get("name", "?"))),
         description=redact(header.get("description", "")),
         verdict=verdict, reason_code=code, reason=redact(reason),
         class_title=fc.title if fc else OTHER_CODE_TITLES.get(code, code),
@@ -306,12 +312,16 @@ def build_incident(header, observations, assessments, run=None, diagnostics=None
     return inc
 
 
-_DIAG_ORDER = ("unit-status", "journal", "nvidia-smi", "py-spy", "ports")
+_DIAG_ORDER = ("unit-status", "journal", "log-tail", "nvidia-smi", "py-spy", "ports")
 
 
 def _diag_order(item):
-    name = item[0]
+    """Attempt by attempt ("attempt-<n>/<file>", in number order), the files of each in
+    the order worth reading."""
+    folder, _, name = item[0].rpartition("/")
+    attempt = folder.rpartition("-")[2]
+    key = (int(attempt) if attempt.isdigit() else 0, folder)
     for i, prefix in enumerate(_DIAG_ORDER):
         if name.startswith(prefix):
-            return (i, name)
-    return (len(_DIAG_ORDER), name)
+            return key + (i, name)
+    return key + (len(_DIAG_ORDER), name)

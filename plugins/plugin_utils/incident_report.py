@@ -4,7 +4,9 @@
     write_trace_report(trace_path, out_dir) -> the same, plus "trace": the copy beside it
 
 A run directory is laid out as docs/architecture.md says (run.json, attempt-N/trace.jsonl,
-attempt-N/diagnostics/*.txt). Phases, evidence and the decision come from the trace
+attempt-N/diagnostics/*.txt); a supervisor's per-start folder (verdict.json, trace.jsonl,
+diagnostics/) is read as a run of one attempt (incident_start_folder.py). Every
+attempt's diagnostics are in the report, not only the last one's. Phases, evidence and the decision come from the trace
 itself: the watch writes its assessment beside each observation, the one it acted on
 included, so the report tells what was decided. A trace without them (recorded by an
 older release, or the shared corpus) is replayed through the detector instead. run.json,
@@ -16,6 +18,7 @@ import os
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils import trace_format
 from ansible_collections.sglang_ops.serving.plugins.module_utils.redaction import redact_tree
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils import incident_start_folder
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import runbook as runbook_mod
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_model import build_incident
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report_markdown import render_markdown
@@ -79,6 +82,20 @@ def _read_diagnostics(folder):
     return out
 
 
+def every_attempts_diagnostics(run_dir, attempts):
+    """{name: text} of the diagnostics of every attempt, oldest first: each attempt's files
+    as "attempt-<n>/<file>" when several attempts captured some, the bare file names when
+    one did (a run whose last start captured nothing still shows what the earlier ones did)."""
+    found = []
+    for i, attempt in enumerate(attempts, 1):
+        files = _read_diagnostics(os.path.join(run_dir, attempt["diagnostics"]) if attempt.get("diagnostics") else None)
+        if files:
+            found.append((attempt.get("n") or i, files))
+    if len(found) == 1:
+        return found[0][1]
+    return {"attempt-%s/%s" % (n, name): text for n, files in found for name, text in files.items()}
+
+
 def _write(out_dir, incident, trace_names, runbook_path):
     os.makedirs(out_dir, exist_ok=True)
     paths = {
@@ -121,7 +138,8 @@ def _runbook(path):
 
 
 # The fields of run.json the report reads, and what each must be (None always allowed).
-_RUN_TEXT = ("host", "unit", "started", "finished", "outcome", "gave_up_because", "phase", "reason_code", "reason")
+_RUN_TEXT = ("host", "unit", "started", "finished", "outcome", "gave_up_because", "phase", "reason_code", "reason",
+             "source")
 _ATTEMPT_TEXT = ("verdict", "phase", "reason_code", "reason", "action", "trace", "diagnostics", "started")
 _ATTEMPT_NUMBERS = ("n", "t", "started_epoch_s")
 MAX_RUN_JSON_BYTES = 64 * 2**20
@@ -184,7 +202,14 @@ def _read_run(run_dir):
 def write_incident_report(run_dir, runbook_path=None, out_dir=None):
     """Build report.md, report.json and timeline.svg inside a restart run directory
     (or in out_dir, with links back to the run's traces)."""
-    run = _read_run(run_dir)
+    if incident_start_folder.is_start_folder(run_dir):
+        try:
+            run = check_run(incident_start_folder.start_folder_run(run_dir), os.path.join(run_dir, "verdict.json"))
+        except ValueError as exc:
+            raise ReportInputError(str(exc))
+        run_dir = os.path.realpath(run_dir)
+    else:
+        run = _read_run(run_dir)
     attempts = run.get("attempts") or []
     trace_names = [a["trace"] for a in attempts if a.get("trace")]
     header, observations, assessments = {}, [], []
@@ -192,7 +217,7 @@ def write_incident_report(run_dir, runbook_path=None, out_dir=None):
     if last.get("trace") and os.path.exists(os.path.join(run_dir, last["trace"])):
         header, observations = _load_trace(os.path.join(run_dir, last["trace"]))
         assessments = _stored_assessments(observations) or replay(header, observations, run.get("settings"))
-    diagnostics = _read_diagnostics(os.path.join(run_dir, last["diagnostics"]) if last.get("diagnostics") else None)
+    diagnostics = every_attempts_diagnostics(run_dir, attempts)
     runbook_path = runbook_path or runbook_mod.default_runbook_path()
     incident = build_incident(header, observations, assessments, run=run, diagnostics=diagnostics,
                               runbook=_runbook(runbook_path), host=run.get("host", ""), trace_files=trace_names)

@@ -1,4 +1,5 @@
 """Render an Incident (incident_model) as the Markdown report on-call reads first."""
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_model import shows_tail
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_words import fmt_duration, fmt_t
 
 
@@ -114,7 +115,7 @@ def render_markdown(inc, chart_name="timeline.svg", trace_names=(), runbook_href
         out.append("None captured (a bare trace carries none; the restart playbook captures them "
                    "before restarting or handing over).")
     for ex in inc.diagnostics:
-        which = "last" if "journal" in ex.name else "first"
+        which = "last" if shows_tail(ex.name) else "first"
         note = "" if ex.lines_shown == ex.lines_total else " (%s %d of %d lines)" % (which, ex.lines_shown, ex.lines_total)
         fence = _fence(ex.text)
         out += ["### %s%s" % (ex.name, note), "", fence, ex.text, fence, ""]

@@ -6,7 +6,9 @@ action never stops, kills or restarts anything after that first restart.
 
 Each start the supervisor records becomes one attempt of the run, its trace, verdict and
 diagnostics copied into the run's artifacts (attempt-<n>/), so `report` and `replay` read
-a supervised run like any other.
+a supervised run like any other. The run's time to ready compares the last start with the
+host's earlier ready starts, as the supervisor recorded them (their phase durations), the
+same comparison the playbook's own watch makes (start_outlook.time_to_ready).
 """
 import os
 
@@ -14,6 +16,7 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils import start_re
 from ansible_collections.sglang_ops.serving.plugins.module_utils.durations import fmt_duration
 from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import FAILURE_CLASSES
 from ansible_collections.sglang_ops.serving.plugins.module_utils.phases import phase_rank
+from ansible_collections.sglang_ops.serving.plugins.module_utils.start_outlook import time_to_ready
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import redact_secrets
 
 RECENT_STARTS = 20      # start records read each poll: more than a run's starts
@@ -62,6 +65,28 @@ def _elapsed_s(record):
     return 0.0
 
 
+def record_phases(record):
+    """[{"phase", "started_s", "duration_s"}] of a start record, in the order of the phases."""
+    durations = record.get("phase_durations") or {}
+    out, began = [], 0.0
+    for phase in sorted(durations, key=phase_rank):
+        out.append({"phase": phase, "started_s": round(began, 3), "duration_s": float(durations[phase])})
+        began += float(durations[phase])
+    return out
+
+
+def start_time_to_ready(record, starts):
+    """run.json's time_to_ready for one supervised start: against the ready starts among
+    `starts` (records, any order) that began before it."""
+    name = os.path.basename(record.get("dir") or "")
+    history = [{"outcome": "ready", "ready_after_s": s.get("ready_after_s"), "phases": record_phases(s)}
+               for s in sorted(starts, key=lambda s: os.path.basename(s.get("dir") or ""))
+               if s.get("verdict") == "ready" and s.get("ready_after_s") is not None
+               and os.path.basename(s.get("dir") or "") < name]
+    ready_after_s = record.get("ready_after_s") if record.get("verdict") == "ready" else None
+    return time_to_ready(record_phases(record), history, ready_after_s)
+
+
 class SupervisedRestart:
     """Restart once, then follow the supervisor's starts until one is ready or systemd
     leaves the unit failed. port: the restart's host port (read, verb, emit, clock, sleep);
@@ -71,6 +96,7 @@ class SupervisedRestart:
         self.unit, self.port, self.artifacts = unit, port, artifacts
         self.poll_s, self.start_timeout_s, self.starts_dir = poll_s, start_timeout_s, starts_dir
         self.attempts = []
+        self.seen = {}     # every start record read during the run, by folder: the history
 
     def _read(self):
         """(the unit's state, {"current", "starts"}) in one probe read."""
@@ -78,7 +104,13 @@ class SupervisedRestart:
         if res.get("failed") or "unit_state" not in res or "starts" not in res:
             why = res.get("msg") or (res.get("missing") or {}).get("unit_state") or "no answer"
             raise RuntimeError("reading the unit's state and start records failed: %s" % why)
+        for record in res["starts"].get("starts") or ():
+            self.seen[record.get("dir")] = record
         return res["unit_state"], res["starts"]
+
+    def _result(self, outcome, last, unit):
+        return {"outcome": outcome, "attempts": self.attempts, "last": last, "unit_state": unit,
+                "time_to_ready": start_time_to_ready(last, self.seen.values()) if last else None}
 
     def _copy(self, n, record):
         """The start's trace, verdict and diagnostics into attempt-<n>/ of the run."""
@@ -106,7 +138,8 @@ class SupervisedRestart:
 
     def run(self):
         """{"outcome": ready | gave_up | timeout, "attempts": [...], "last": record or None,
-        "unit_state": the probe's unit_state at the end}."""
+        "unit_state": the probe's unit_state at the end, "time_to_ready": the last start
+        against the host's earlier ready starts, or None}."""
         dummy_state, before = self._read()
         known = {s["dir"] for s in before["starts"]}
         rc, dummy_out, err = self.port.verb("restart-no-block")
@@ -132,7 +165,7 @@ class SupervisedRestart:
                     self.attempts.append(attempt)
                     self.port.emit("start %d: %s" % (n, verdict_words(record)))
                     if ready:
-                        return {"outcome": "ready", "attempts": self.attempts, "last": record, "unit_state": unit}
+                        return self._result("ready", record, unit)
                 elif (record.get("observe_only") or {}).get("words") and shown.get(("oo", record["dir"])) is None:
                     shown[("oo", record["dir"])] = True   # rule 4: said once per start, before its progress
                     self.port.emit("start %d: %s" % (n, record["observe_only"]["words"]))
@@ -144,8 +177,7 @@ class SupervisedRestart:
             if done and all(s["dir"] in done for s in new) and unit_gave_up(unit):
                 last = next(s for s in new if s["dir"] == done[-1])
                 self.attempts[-1]["action"] = "handed_over"
-                return {"outcome": "gave_up", "attempts": self.attempts, "last": last, "unit_state": unit}
+                return self._result("gave_up", last, unit)
             if self.port.clock() - began >= self.start_timeout_s:
-                return {"outcome": "timeout", "attempts": self.attempts, "last": new[-1] if new else None,
-                        "unit_state": unit}
+                return self._result("timeout", new[-1] if new else None, unit)
             self.port.sleep(self.poll_s)

@@ -1,8 +1,11 @@
-"""`bin/sglang-ops report TRACE|RUN_DIR [-o DIR]`: render the incident report (report.md,
-report.json, timeline.svg) of a restart run directory, or of any trace file.
+"""`bin/sglang-ops report TRACE|RUN_DIR|START_DIR [-o DIR]`: render the incident report
+(report.md, report.json, timeline.svg) of a restart run directory, of a start the unit's
+supervisor recorded (/var/lib/sglang-ops/starts/<stamp>/, or .../starts/current), or of
+any trace file.
 
-A run directory gets its report inside it unless -o says otherwise; a trace gets it in
-artifacts/reports/<trace name>/ with a redacted copy of the trace beside it. Prints the
+A run directory gets its report inside it unless -o says otherwise; a supervisor's start
+folder (the service's, not ours to write in) gets it in artifacts/reports/<stamp>/; a
+trace gets it in artifacts/reports/<trace name>/ with a redacted copy of the trace beside it. Prints the
 report's five-line summary and the paths written.
 
 exit status: 0 written; 1 the report could not be written; 2 usage (no such path, not a
@@ -28,10 +31,12 @@ def _report_module():
 
 
 def add_arguments(parser):
-    parser.add_argument("path", metavar="TRACE|RUN_DIR",
-                        help="a trace file (sglang-trace/1) or artifacts/<host>/<stamp>")
+    parser.add_argument("path", metavar="TRACE|RUN_DIR|START_DIR",
+                        help="a trace file (sglang-trace/1), artifacts/<host>/<stamp>, or a start of the "
+                             "unit's supervisor (/var/lib/sglang-ops/starts/<stamp> or .../current)")
     parser.add_argument("-o", "--output", metavar="DIR",
-                        help="where to write the report (default: the run directory, or "
+                        help="where to write the report (default: the run directory; "
+                             "artifacts/reports/<stamp>/ for a start folder; "
                              "artifacts/reports/<trace name>/ for a trace)")
     parser.epilog = "exit status: 0 written, 1 could not write, 2 usage or unreadable input"
 
@@ -53,7 +58,10 @@ def run(args, out=None, err=None):
         return EXIT_USAGE
     reports = _report_module()
     try:
-        if os.path.isdir(path):
+        if os.path.isdir(path) and reports.incident_start_folder.is_start_folder(path):
+            out_dir = args.output or os.path.join(DEFAULT_REPORTS_DIR, os.path.basename(os.path.realpath(path)))
+            paths = reports.write_incident_report(path, out_dir=out_dir)
+        elif os.path.isdir(path):
             paths = reports.write_incident_report(path, out_dir=args.output)
         else:
             paths = reports.write_trace_report(path, args.output or default_output(path))

@@ -53,14 +53,28 @@ def test_run_report_tells_both_attempts_and_why_automation_gave_up(run_dir):
     assert "[attempt-2/trace.jsonl](attempt-2/trace.jsonl)" in md
 
 
-def test_run_report_carries_the_last_attempts_diagnostics(run_dir):
+def test_run_report_carries_every_attempts_diagnostics_attempt_by_attempt(run_dir):
     with open(write_incident_report(run_dir)["markdown"], encoding="utf-8") as fh:
         md = fh.read()
     diag = md.split("## Diagnostics", 1)[1]
-    assert diag.index("### unit-status.txt") < diag.index("### journal.txt") < diag.index("### py-spy-0.txt")
-    assert "### journal.txt (last 40 of 200 lines)" in diag
+    order = [diag.index("### attempt-%d/%s" % (n, name)) for n in (1, 2)
+             for name in ("unit-status.txt", "journal.txt", "py-spy-0.txt")]
+    assert order == sorted(order)
+    assert "### attempt-2/journal.txt (last 40 of 200 lines)" in diag
     assert "journal record 199" in diag and "journal record 100" not in diag
     assert "barrier (torch/distributed)" in diag
+
+
+def test_diagnostics_of_an_earlier_attempt_show_when_the_last_captured_none(run_dir):
+    shutil.rmtree(os.path.join(run_dir, "attempt-2", "diagnostics"))
+    (open(os.path.join(run_dir, "attempt-1", "diagnostics", "log-tail.txt"), "w")
+     .write("\n".join("log record %d" % i for i in range(100)) + "\n"))
+    with open(write_incident_report(run_dir)["markdown"], encoding="utf-8") as fh:
+        md = fh.read()
+    diag = md.split("## Diagnostics", 1)[1]
+    assert "None captured" not in diag
+    assert "### journal.txt (last 40 of 200 lines)" in diag
+    assert "### log-tail.txt (last 40 of 100 lines)" in diag and "log record 99" in diag
 
 
 def test_report_written_elsewhere_links_back_to_the_run(run_dir, tmp_path):
