@@ -4,8 +4,10 @@ StartMetrics holds what is known about a unit's starts and renders it in the tex
 exposition format; write_textfile() puts it in the textfile collector's folder
 atomically (a scrape never reads half a file). Names and labels (docs/metrics.md):
 units in the names, `_total` counters, labels only from small fixed sets (unit, phase,
-verdict, outcome, reason_code). Counters survive a rewrite by being read back from the
-previous file (read_counters). Standard library only: this runs on the host too.
+verdict, outcome, reason_code) and `host`, the inventory name of the host (when known),
+so an alert names the host every command of the runbook takes. Counters survive a
+rewrite by being read back from the previous file (read_counters). Standard library
+only: this runs on the host too.
 """
 import os
 import re
@@ -91,11 +93,17 @@ def read_counters(text):
 class StartMetrics:
     """What the textfile says about one unit; observe() per poll, finish() per run."""
 
-    def __init__(self, unit, previous_text=None, clock=time.time):
+    def __init__(self, unit, previous_text=None, clock=time.time, host=None):
         self.unit = unit
+        self.host = host or None     # the inventory name: the `host` label of every series
         self.file_name = file_name(unit)
         self.clock = clock
-        self.counters = read_counters(previous_text)
+        # A counter read back belongs to this unit on this host, whatever host label it had
+        # (none before the label existed, or an inventory name since renamed).
+        self.counters = {}
+        for (metric, labels), value in read_counters(previous_text).items():
+            key = (metric, self._labels(dict(labels)))
+            self.counters[key] = self.counters.get(key, 0.0) + value
         # Counters exported from the first write on, so the first increase is seen.
         self._add("sglang_hangs_after_ready_total", 0)
         for code in sorted(c.code for c in FAILURE_CLASSES.values() if c.restart_helps):
@@ -147,8 +155,15 @@ class StartMetrics:
         if self.current is not None:
             self.current["ended"] = True
 
+    def _labels(self, labels):
+        labels = dict(labels, unit=self.unit)
+        labels.pop("host", None)
+        if self.host:
+            labels["host"] = self.host
+        return tuple(sorted(labels.items()))
+
     def _add(self, metric, value, **labels):
-        key = (metric, tuple(sorted(dict(labels, unit=self.unit).items())))
+        key = (metric, self._labels(labels))
         self.counters[key] = self.counters.get(key, 0.0) + value
 
     # ---- rendering ---------------------------------------------------------------------
@@ -158,7 +173,7 @@ class StartMetrics:
 
         def put(metric, value, **labels):
             if value is not None:
-                samples.setdefault(metric, []).append((dict(labels, unit=self.unit), value))
+                samples.setdefault(metric, []).append((dict(self._labels(labels)), value))
 
         cur = self.current or {}
         watching = bool(cur) and not cur.get("ended")
