@@ -419,6 +419,8 @@ class RestartProcedure:
             self.record["attempts"] = watch.attempts
             self._note_supervisor_settings(watch.attempts)
         last = res["last"] or {}
+        if res.get("time_to_ready"):
+            self.record["time_to_ready"] = res["time_to_ready"]
         if res["outcome"] == "ready":
             self.port.emit("ready after %s: decided by the unit's supervisor" % _count(len(watch.attempts), "start"))
             return self._finish("ready", "ready", "ready", last.get("reason"))
