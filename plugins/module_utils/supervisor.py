@@ -71,17 +71,15 @@ class _Observed:
 
 
 class _HostPort:
-    """The watch's host port on the host itself: the probe of the server's process tree,
-    this process's clock and sleep (which a stop request interrupts)."""
+    """The watch's start_watch.HostPort on the host itself: the probe of the server's process
+    tree, this process's clock and sleep (which a stop request interrupts)."""
 
     def __init__(self, sup):
         self.sup = sup
 
-    def probe(self, cursor, stacks):
+    def probe(self, cursor, stacks, since_epoch_s):
+        del since_epoch_s   # the log comes from the pump, which has held it since the start
         return self.sup._probe(cursor, stacks)
-
-    def verb(self, name):
-        return 1, "", "the supervisor does not run systemctl %s on its own unit" % name
 
     def clock(self):
         return self.sup.clock()
