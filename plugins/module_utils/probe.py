@@ -8,7 +8,7 @@ reason. Never raises for a reader's failure: a probe that fails would blind the 
 import os
 import resource
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils import (
     api_key_config, cgroup, diagnostics, gpu_holders, http_check, journal_reader, logfile_reader, nvidia_smi, procfs,
@@ -16,37 +16,96 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils import (
     start_records, systemd_unit)
 
 
+def _option(default=None, type="str", **spec):
+    """A ProbeRequest field that is also an option of the sglang_probe module: its Ansible
+    type and, where needed, aliases, choices or no_log."""
+    spec["type"] = type
+    return field(default=default, metadata={"option": spec})
+
+
 @dataclass
 class ProbeRequest:
-    unit: object = None            # systemd unit name, or
-    pid: object = None             # a bare PID (its process tree is the service)
-    cursor: object = None          # journal cursor (or log-file offset) from the last call
-    since_epoch_s: object = None   # first call: records since then (default: the unit's start)
-    log_file: object = None        # PID mode: the process's stderr redirected to a file
-    base_url: object = None        # e.g. http://127.0.0.1:30001; no HTTP check when None
-    model: str = "default"
-    completion: str = "auto"       # auto (once /health is 200) | always | never
-    api_key: object = None
-    api_key_file: object = None    # the server's --config YAML holding the key
-    stacks: bool = False
-    venv_bin: object = None
-    nvidia_smi: str = "nvidia-smi"
-    gpu_timeout_s: float = 5.0
-    http_timeout_s: float = 3.0
-    completion_timeout_s: float = 10.0
-    command_timeout_s: float = 5.0
-    pyspy_timeout_s: float = 5.0
-    max_log_records: int = 2000
-    observation: bool = True       # False: only the reads asked for below
-    unit_state: bool = False       # the unit's state (also when it is not installed)
-    holders: bool = False          # GPU holders, each with whether it is in the unit's cgroup
-    unit_processes: bool = False   # every process in the unit's cgroup
-    diagnostics: bool = False      # the diagnostics bundle of a failed start (journal since since_epoch_s)
+    """The probe's options, defined once: the sglang_probe module's argument spec is
+    generated from these fields (argument_spec()), its DOCUMENTATION is checked against
+    them (tests/unit/probe/test_probe_options.py), and the controller names them
+    (plugin_utils/remote_host_port.py)."""
+    unit: object = _option()                        # systemd unit name, or
+    pid: object = _option(type="int")               # a bare PID (its process tree is the service)
+    cursor: object = _option()                      # journal cursor (or log-file offset) from the last call
+    # first call: records since then (default: the unit's start)
+    since_epoch_s: object = _option(type="float", aliases=["since"])
+    log_file: object = _option(type="path")         # PID mode: the process's stderr redirected to a file
+    max_log_records: int = _option(2000, "int")
+    base_url: object = _option()                    # e.g. http://127.0.0.1:30001; else from host and port
+    host: str = _option("127.0.0.1")
+    port: object = _option(type="int")              # no HTTP check without base_url or port
+    model: str = _option("default", aliases=["completion_model"])
+    completion: str = _option("auto", choices=["auto", "always", "never"])  # auto: once /health is 200
+    api_key_file: object = _option(type="path")     # the server's --config YAML holding the key
+    api_key: object = _option(no_log=True)
+    stacks: bool = _option(False, "bool", aliases=["want_stacks"])
+    venv_bin: object = _option(type="path")
+    nvidia_smi: str = _option("nvidia-smi")
+    gpu_timeout_s: float = _option(5.0, "float")
+    http_timeout_s: float = _option(3.0, "float")
+    completion_timeout_s: float = _option(10.0, "float")
+    command_timeout_s: float = _option(5.0, "float")
+    pyspy_timeout_s: float = _option(5.0, "float")
+    observation: bool = _option(True, "bool")       # False: only the reads asked for below
+    unit_state: bool = _option(False, "bool")       # the unit's state (also when it is not installed)
+    holders: bool = _option(False, "bool")          # GPU holders, each with whether it is in the unit's cgroup
+    unit_processes: bool = _option(False, "bool")   # every process in the unit's cgroup
+    diagnostics: bool = _option(False, "bool")      # the bundle of a failed start (journal since since_epoch_s)
     # The unit supervisor's per-start folders (module_utils/start_records.py):
-    starts: int = 0                # its last N start records, 0 for none
-    start_files: object = None     # one start's folder name: its trace, verdict and diagnostics
-    starts_dir: str = start_records.DEFAULT_ROOT
-    running_requests: bool = False  # requests running and queued, from the server's /metrics
+    starts: int = _option(0, "int")                 # its last N start records, 0 for none
+    start_files: object = _option()                 # one start's folder name: its trace, verdict and diagnostics
+    starts_dir: str = _option(start_records.DEFAULT_ROOT, "path")
+    running_requests: bool = _option(False, "bool")  # requests running and queued, from the server's /metrics
+
+    def url(self):
+        """The server's base URL: base_url, else http://host:port, else None (no HTTP check)."""
+        if self.base_url:
+            return self.base_url
+        if self.port:
+            host = self.host or "127.0.0.1"
+            return "http://%s:%d" % ("[%s]" % host if ":" in host else host, self.port)
+        return None
+
+
+UNIT_READS = ("unit_state", "holders", "unit_processes", "diagnostics")   # need a unit's cgroup
+TIMEOUT_OPTIONS = tuple(f.name for f in fields(ProbeRequest) if f.name.endswith("_timeout_s"))
+
+
+def argument_spec():
+    """The sglang_probe module's argument spec, from ProbeRequest's fields."""
+    spec = {}
+    for f in fields(ProbeRequest):
+        option = dict(f.metadata["option"])
+        if f.default is not None:
+            option["default"] = f.default
+        spec[f.name] = option
+    return spec
+
+
+def request_from_params(params):
+    """A ProbeRequest from the module's params (aliases already resolved by Ansible)."""
+    return ProbeRequest(**{f.name: params[f.name] for f in fields(ProbeRequest)})
+
+
+def request_problems(req):
+    """What is wrong with a request beyond its types: a list of one-line messages."""
+    problems = []
+    if req.starts < 0:
+        problems.append("starts must be 0 or more, got %d" % req.starts)
+    if req.max_log_records < 1:
+        problems.append("max_log_records must be at least 1, got %d" % req.max_log_records)
+    asked = [key for key in UNIT_READS if getattr(req, key)]
+    if asked and not req.unit:
+        problems.append("%s need unit (a systemd unit's cgroup), not pid" % ", ".join(asked))
+    for key in TIMEOUT_OPTIONS:
+        if getattr(req, key) <= 0:
+            problems.append("%s must be positive, got %s" % (key, getattr(req, key)))
+    return problems
 
 
 def _cpu_s():
@@ -119,10 +178,11 @@ def _read_log(req, state, missing):
 
 
 def _read_http(req, missing):
-    if not req.base_url:
-        missing["http"] = "no base_url given"
+    base_url = req.url()
+    if not base_url:
+        missing["http"] = "no base_url or port given"
         return None
-    health = http_check.get_health(req.base_url, req.http_timeout_s)
+    health = http_check.get_health(base_url, req.http_timeout_s)
     completion = None
     if req.completion == "always" or (req.completion == "auto" and health == 200):
         key = req.api_key
@@ -130,7 +190,7 @@ def _read_http(req, missing):
             key, why = api_key_config.read_api_key(req.api_key_file)
             if why:
                 missing["api_key"] = why
-        completion = http_check.post_completion(req.base_url, req.model, key,
+        completion = http_check.post_completion(base_url, req.model, key,
                                                 req.completion_timeout_s)
     return {"health": health, "completion": completion}
 
@@ -228,7 +288,7 @@ def probe(req):
         except ValueError as e:
             missing["start_files"] = str(e)
     if req.running_requests:
-        result["running_requests"], why = read_running_requests(req.base_url, req.http_timeout_s)
+        result["running_requests"], why = read_running_requests(req.url(), req.http_timeout_s)
         if why:
             missing["running_requests"] = why
     result["cost"] = {"cpu_s": round(_cpu_s() - cpu0, 4), "wall_s": round(time.monotonic() - wall0, 4)}

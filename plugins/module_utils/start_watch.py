@@ -1,21 +1,14 @@
 """Watch one start of the unit: probe every poll_s, feed the detector, print progress,
 write each observation with its assessment into the trace, stop at a final verdict.
 
-It runs wherever the probe can be called. The host comes in as one port object, so the
-restart action drives it from the controller (plugin_utils/ansible_host_port.py), a
-watcher on the host drives it locally, and unit tests drive it with a fake clock:
-
-    port.probe(cursor, stacks) -> the probe's result: {"observation" (epoch `ts`),
-                                  "cursor", "missing", "cost"}, or {"failed": True, "msg"}
-    port.verb(name)            -> (rc, stdout, stderr) of a systemctl verb (start, stop, ...)
-    port.clock()               -> epoch seconds, the clock of the observations' `ts` too: every
-                                  duration of the watch (`t`, the elapsed time, the start timeout)
-                                  is a difference on it, so a port that can gives one that never
-                                  steps (the supervisor's: monotonic, anchored at the start)
-    port.sleep(seconds)
-    port.emit(line)            -> shows one line to the operator
+It runs wherever the probe can be called: the host comes in as one HostPort (below).
+The restart action drives it from the controller over Ansible's connection
+(plugin_utils/remote_host_port.py, RemoteHostPort), the unit's supervisor on the host
+itself (module_utils/supervisor.py, _HostPort), unit tests with a scripted host and a
+fake clock. tests/unit/probe/test_host_port.py checks that both conform.
 """
 import dataclasses
+import typing
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Assessment, Detector
 from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings
@@ -25,6 +18,30 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.observe_only im
 from ansible_collections.sglang_ops.serving.plugins.module_utils.progress_line import SEP, progress_line
 from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import (
     TraceWriter, relative_observation, trace_header)
+
+
+@typing.runtime_checkable
+class HostPort(typing.Protocol):
+    """What the watch needs of the host. Every piece of state a call depends on comes in as
+    its argument; nobody sets a port's attributes from outside."""
+
+    def probe(self, cursor, stacks, since_epoch_s):
+        """One observation -> the sglang_probe result {"observation" (epoch `ts`), "cursor",
+        "missing", "cost"}, or {"failed": True, "msg"}. The log after `cursor`; without one,
+        since `since_epoch_s` (the start; None: since the unit left the inactive state).
+        `stacks`: also a py-spy dump of every rank."""
+
+    def clock(self):
+        """Epoch seconds, the clock of the observations' `ts` too: every duration of the watch
+        (`t`, the elapsed time, the start timeout) is a difference on it, so a port that can
+        gives one that never steps (the supervisor's: monotonic, anchored at the start)."""
+
+    def sleep(self, seconds):
+        """Wait between polls."""
+
+    def emit(self, line):
+        """Show one line to the operator."""
+
 
 POLL_S = 5.0                 # seconds between probes
 START_TIMEOUT_S = 7200.0     # the hard upper bound of one start, whatever the detector says
@@ -119,7 +136,8 @@ def _decided_elsewhere(options, watched_s):
 
 
 def watch_start(port, options, t0, new_detector=None):
-    """Watch from t0 (epoch seconds, the start) to a final verdict -> WatchResult."""
+    """Watch from t0 (epoch seconds, the start; the journal is read from then) through
+    port (a HostPort) to a final verdict -> WatchResult."""
     make = new_detector or Detector
     detector = make(options.settings) if options.observe_only is None else \
         make(options.settings, observe_only=options.observe_only)
@@ -129,7 +147,7 @@ def watch_start(port, options, t0, new_detector=None):
     try:
         while True:
             poll_began = port.clock()
-            result = port.probe(cursor, stacks)
+            result = port.probe(cursor, stacks, None if cursor is not None else t0)
             elsewhere = _decided_elsewhere(options, port.clock() - t0)
             if elsewhere is not None:
                 return WatchResult(elsewhere, polls, cost, obs)

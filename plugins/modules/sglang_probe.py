@@ -45,12 +45,12 @@ options:
   cursor:
     description:
       - RV(cursor) from the previous call; only journal records after it are returned.
-      - Without it, records since I(since) (or since the unit left the inactive state).
+      - Without it, records since I(since_epoch_s) (or since the unit left the inactive state).
     type: str
-  since:
+  since_epoch_s:
     description: Epoch seconds; first call only, the journal is read from then.
     type: float
-    aliases: [since_epoch_s]
+    aliases: [since]
   log_file:
     description: With I(pid), a file holding the process's stderr, read like a journal (records end at newline).
     type: path
@@ -143,7 +143,7 @@ options:
     default: false
   diagnostics:
     description:
-      - Also return RV(diagnostics), with the journal since I(since) (its last lines without it). Needs I(unit).
+      - Also return RV(diagnostics), with the journal since I(since_epoch_s) (its last lines without it). Needs I(unit).
       - Takes up to a minute per command on a wedged host; meant for a start that already failed.
     type: bool
     default: false
@@ -312,84 +312,19 @@ cost:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.probe import ProbeRequest, probe
-
-ARGUMENT_SPEC = dict(
-    unit=dict(type="str"),
-    pid=dict(type="int"),
-    cursor=dict(type="str"),
-    since=dict(type="float", aliases=["since_epoch_s"]),
-    log_file=dict(type="path"),
-    max_log_records=dict(type="int", default=2000),
-    base_url=dict(type="str"),
-    host=dict(type="str", default="127.0.0.1"),
-    port=dict(type="int"),
-    model=dict(type="str", default="default", aliases=["completion_model"]),
-    completion=dict(type="str", choices=["auto", "always", "never"], default="auto"),
-    api_key_file=dict(type="path"),
-    api_key=dict(type="str", no_log=True),
-    stacks=dict(type="bool", default=False, aliases=["want_stacks"]),
-    venv_bin=dict(type="path"),
-    nvidia_smi=dict(type="str", default="nvidia-smi"),
-    gpu_timeout_s=dict(type="float", default=5.0),
-    http_timeout_s=dict(type="float", default=3.0),
-    completion_timeout_s=dict(type="float", default=10.0),
-    command_timeout_s=dict(type="float", default=5.0),
-    pyspy_timeout_s=dict(type="float", default=5.0),
-    observation=dict(type="bool", default=True),
-    unit_state=dict(type="bool", default=False),
-    holders=dict(type="bool", default=False),
-    unit_processes=dict(type="bool", default=False),
-    diagnostics=dict(type="bool", default=False),
-    starts=dict(type="int", default=0),
-    start_files=dict(type="str"),
-    starts_dir=dict(type="path", default="/var/lib/sglang-ops/starts"),
-    running_requests=dict(type="bool", default=False),
-)
-UNIT_READS = ("unit_state", "holders", "unit_processes", "diagnostics")
-
-
-def base_url(p):
-    if p["base_url"]:
-        return p["base_url"]
-    if p["port"]:
-        host = p["host"]
-        return "http://%s:%d" % ("[%s]" % host if ":" in host else host, p["port"])
-    return None
-
-
-def request_from_params(p):
-    return ProbeRequest(
-        unit=p["unit"], pid=p["pid"], cursor=p["cursor"], since_epoch_s=p["since"],
-        log_file=p["log_file"], base_url=base_url(p), model=p["model"],
-        completion=p["completion"], api_key=p["api_key"], api_key_file=p["api_key_file"],
-        stacks=p["stacks"], venv_bin=p["venv_bin"],
-        nvidia_smi=p["nvidia_smi"], gpu_timeout_s=p["gpu_timeout_s"],
-        http_timeout_s=p["http_timeout_s"], completion_timeout_s=p["completion_timeout_s"],
-        command_timeout_s=p["command_timeout_s"], pyspy_timeout_s=p["pyspy_timeout_s"],
-        max_log_records=p["max_log_records"], observation=p["observation"],
-        unit_state=p["unit_state"], holders=p["holders"], unit_processes=p["unit_processes"],
-        diagnostics=p["diagnostics"], starts=p["starts"], start_files=p["start_files"], starts_dir=p["starts_dir"],
-        running_requests=p["running_requests"])
+from ansible_collections.sglang_ops.serving.plugins.module_utils.probe import (
+    argument_spec, probe, request_from_params, request_problems)
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True,
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True,
                            required_one_of=[("unit", "pid")], mutually_exclusive=[("unit", "pid")],
                            required_by={"log_file": "pid"})
-    p = module.params
-    if p["starts"] < 0:
-        module.fail_json(msg="starts must be 0 or more, got %d" % p["starts"])
-    if p["max_log_records"] < 1:
-        module.fail_json(msg="max_log_records must be at least 1, got %d" % p["max_log_records"])
-    asked = [key for key in UNIT_READS if p[key]]
-    if asked and not p["unit"]:
-        module.fail_json(msg="%s need unit (a systemd unit's cgroup), not pid" % ", ".join(asked))
-    for key in ("gpu_timeout_s", "http_timeout_s", "completion_timeout_s", "command_timeout_s", "pyspy_timeout_s"):
-        if p[key] <= 0:
-            module.fail_json(msg="%s must be positive, got %s" % (key, p[key]))
-    result = probe(request_from_params(p))
-    module.exit_json(changed=False, **result)
+    req = request_from_params(module.params)
+    problems = request_problems(req)
+    if problems:
+        module.fail_json(msg="; ".join(problems))
+    module.exit_json(changed=False, **probe(req))
 
 
 if __name__ == "__main__":

@@ -206,7 +206,7 @@ class RestartProcedure:
         """The unit's venv (off ExecStart): where its py-spy is, and what counts as ours."""
         self.venv = state.get("venv")
         if self.venv:
-            self.port.probe_args["venv_bin"] = self.venv.rstrip("/") + "/bin"
+            self.port = self.port.with_probe_args(venv_bin=self.venv.rstrip("/") + "/bin")
 
     # ---- check mode / status --------------------------------------------------------
     def observe_once(self):
@@ -217,8 +217,7 @@ class RestartProcedure:
                                 "unit %s is not installed on %s" % (self.unit, self.host), failed=True)
         self._note_preflight(check)
         t0 = self.port.clock()
-        self.port.since_epoch_s = None
-        result = self.port.probe()
+        result = self.port.probe(since_epoch_s=None)
         if result.get("failed") or "observation" not in result:
             raise RemoteStepFailed("probe failed on %s: %s" % (self.host, result.get("msg", "no observation")))
         obs = relative_observation(result["observation"], t0)
@@ -500,7 +499,6 @@ class RestartProcedure:
             name="%s-%s-attempt-%d" % (self.host, os.path.basename(self.artifacts.path), n), unit=self.unit,
             description="restart of %s on %s, attempt %d of %d%s" % (
                 self.unit, self.host, n, self.args["max_attempts"], "; " + held_words if held_words else ""))
-        self.port.since_epoch_s = t0
         self.outlook.begin_attempt(n)
         self.outlook.metrics.observe_only(held is not None)
         elsewhere = (lambda t: self.server.peer_outcome(n, t)) if self.server is not None else None
@@ -588,7 +586,7 @@ class RestartProcedure:
 
     def _capture_diagnostics(self, n, since_epoch_s):
         """Diagnostics of attempt n into attempt-<n>/diagnostics; returns the folder's relpath."""
-        result = self.port.read(diagnostics=True, since=since_epoch_s - 5)
+        result = self.port.read(diagnostics=True, since_epoch_s=since_epoch_s - 5)
         bundle = result.get("diagnostics")
         if result.get("failed") or bundle is None:
             # the attempt is recorded either way; what could not be read says why

@@ -109,7 +109,7 @@ class FakeHost:
         if module_args.get("unit_processes"):
             result["unit_processes"] = self._unit_processes()
         if module_args.get("diagnostics"):
-            self.diagnostics_since.append(module_args.get("since"))
+            self.diagnostics_since.append(module_args.get("since_epoch_s"))
             result["diagnostics"] = {
                 "unit-status": "Active: active (running)\n", "ports": "LISTEN 0 4096 *:30001\n",
                 "nvidia-smi": "# compute apps (pid, gpu_uuid, used_memory MiB)\n", "processes": "pid state command\n",

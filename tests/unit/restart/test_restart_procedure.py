@@ -31,8 +31,8 @@ def test_first_probe_asks_for_journal_since_the_start_then_follows_the_cursor(tm
     proc, _host, probe, clock, _lines, _detectors = make_procedure(tmp_path, [[progressing(), ready()]])
     t_start = clock()
     proc.restart()
-    assert probe.calls[0]["since"] == t_start and "cursor" not in probe.calls[0]
-    assert probe.calls[1]["cursor"] == "cursor-1" and "since" not in probe.calls[1]
+    assert probe.calls[0]["since_epoch_s"] == t_start and "cursor" not in probe.calls[0]
+    assert probe.calls[1]["cursor"] == "cursor-1" and "since_epoch_s" not in probe.calls[1]
     assert probe.calls[0]["venv_bin"] == "/opt/sglang/venvs/0.5.23/bin" and probe.calls[0]["model"] == "default"
 
 

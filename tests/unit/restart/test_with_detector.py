@@ -39,9 +39,9 @@ class ReplayProbe:
 
     def __call__(self, module_args):
         self.calls.append(module_args)
-        if "since" in module_args:  # first poll of an attempt
+        if "since_epoch_s" in module_args:  # first poll of an attempt
             self.current = self.attempts.pop(0)
-            self.t0 = module_args["since"]
+            self.t0 = module_args["since_epoch_s"]
         obs = dict(self.current.pop(0)) if len(self.current) > 1 else dict(self.current[0])
         self.clock.now = max(self.clock.now, self.t0 + obs["t"])
         obs["ts"] = self.t0 + obs.pop("t")

@@ -1,0 +1,62 @@
+"""The watch's host port is a written interface (start_watch.HostPort): the controller's
+RemoteHostPort and the supervisor's _HostPort both have its methods with its parameters,
+and what a call depends on comes in as its arguments."""
+import inspect
+
+import pytest
+
+from ansible_collections.sglang_ops.serving.plugins.module_utils import start_watch, supervisor
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.remote_host_port import RemoteHostPort
+
+PROTOCOL_METHODS = ("probe", "clock", "sleep", "emit")
+
+
+def _parameters(fn):
+    return [p for p in inspect.signature(fn).parameters if p != "self"]
+
+
+def _remote(calls, **probe_args):
+    return RemoteHostPort("u.service", shell=None, run_probe=lambda args: calls.append(args) or {"args": args},
+                          emit=lambda line: None, probe_args=dict({"unit": "u.service"}, **probe_args),
+                          clock=lambda: 100.0, sleep=lambda s: None)
+
+
+def test_the_protocol_names_exactly_what_the_watch_calls():
+    source = inspect.getsource(start_watch.watch_start)
+    called = {name for name in ("probe", "clock", "sleep", "emit", "verb", "read", "shell") if "port.%s(" % name in source}
+    assert called == set(PROTOCOL_METHODS)
+
+
+@pytest.mark.parametrize("port", [_remote([]), supervisor._HostPort(sup=None)], ids=["controller", "supervisor"])
+def test_each_port_conforms_to_the_protocol(port):
+    assert isinstance(port, start_watch.HostPort)
+    for name in PROTOCOL_METHODS:
+        wanted = _parameters(getattr(start_watch.HostPort, name))
+        member = getattr(port, name)
+        have = _parameters(member)
+        if inspect.ismethod(member):   # the class's own method: the protocol's names, extra ones optional
+            assert have[:len(wanted)] == wanted, "%s.%s%s" % (type(port).__name__, name, have)
+        else:                          # a callable handed in (a clock, a sleep): as many arguments
+            assert len(have) == len(wanted), "%s.%s%s" % (type(port).__name__, name, have)
+
+
+def test_the_journal_is_read_from_the_start_until_a_cursor_takes_over():
+    calls = []
+    port = _remote(calls)
+    port.probe(None, False, 50.0)
+    port.probe("c1", True, 50.0)
+    assert calls[0]["since_epoch_s"] == 50.0 and "cursor" not in calls[0]
+    assert calls[1]["cursor"] == "c1" and "since_epoch_s" not in calls[1] and calls[1]["stacks"] is True
+
+
+def test_probe_arguments_added_later_make_a_new_port_and_leave_the_old_one_alone():
+    calls = []
+    port = _remote(calls)
+    with_venv = port.with_probe_args(venv_bin="/opt/v/bin")
+    port.probe(None, False, None)
+    with_venv.probe(None, False, None)
+    with_venv.read(holders=True)
+    assert "venv_bin" not in calls[0] and calls[1]["venv_bin"] == "/opt/v/bin"
+    assert calls[2]["observation"] is False and calls[2]["venv_bin"] == "/opt/v/bin"
+    with pytest.raises(ValueError):
+        port.read(holder=True)
