@@ -16,10 +16,22 @@ fails is reported once through `warn` and never stops the watch. Standard librar
 import time
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.eta import EtaEstimator, slower_than_usual
+from ansible_collections.sglang_ops.serving.plugins.module_utils.phases import phase_rank
 from ansible_collections.sglang_ops.serving.plugins.module_utils.start_history import (
     HISTORY_LIMIT, SUPERVISOR_STARTS_DIR, load_history, model_of, supervisor_traces)
 from ansible_collections.sglang_ops.serving.plugins.module_utils.start_metrics import (
     StartMetrics, file_name, write_textfile)
+
+
+def record_phases(record):
+    """[{"phase", "started_s", "duration_s"}] of a supervisor's start record (verdict.json's
+    phase_durations), in the order of the phases."""
+    durations = record.get("phase_durations") or {}
+    out, began = [], 0.0
+    for phase in sorted(durations, key=phase_rank):
+        out.append({"phase": phase, "started_s": round(began, 3), "duration_s": float(durations[phase])})
+        began += float(durations[phase])
+    return out
 
 
 def time_to_ready(phases, history, ready_after_s):

@@ -96,6 +96,8 @@ def _plain(number):
 class SupervisorSettings:
     """The settings file the sglang_service role writes (one JSON object)."""
     unit: str = "sglang"
+    # The inventory name of the host: the `host` label of the start metrics (docs/metrics.md).
+    host: object = None
     base_url: str = "http://127.0.0.1:30000"
     model: str = "default"
     api_key_file: object = None
@@ -151,6 +153,7 @@ class SupervisorSettings:
 
 CHECKS = {
     "unit": _text,
+    "host": _optional(_text),
     "base_url": _http_url,
     "model": _text,
     "api_key_file": _optional(_path),

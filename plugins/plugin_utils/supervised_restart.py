@@ -16,7 +16,7 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils import start_re
 from ansible_collections.sglang_ops.serving.plugins.module_utils.durations import fmt_duration
 from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import FAILURE_CLASSES
 from ansible_collections.sglang_ops.serving.plugins.module_utils.phases import phase_rank
-from ansible_collections.sglang_ops.serving.plugins.module_utils.start_outlook import time_to_ready
+from ansible_collections.sglang_ops.serving.plugins.module_utils.start_outlook import record_phases, time_to_ready
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import redact_secrets
 
 RECENT_STARTS = 20      # start records read each poll: more than a run's starts
@@ -63,16 +63,6 @@ def _elapsed_s(record):
     if isinstance(started, (int, float)) and isinstance(ended, (int, float)):
         return max(0.0, ended - started)
     return 0.0
-
-
-def record_phases(record):
-    """[{"phase", "started_s", "duration_s"}] of a start record, in the order of the phases."""
-    durations = record.get("phase_durations") or {}
-    out, began = [], 0.0
-    for phase in sorted(durations, key=phase_rank):
-        out.append({"phase": phase, "started_s": round(began, 3), "duration_s": float(durations[phase])})
-        began += float(durations[phase])
-    return out
 
 
 def start_time_to_ready(record, starts):

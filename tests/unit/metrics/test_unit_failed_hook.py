@@ -1,0 +1,96 @@
+"""The unit's OnFailure= handler (module_utils/unit_failed.py): a start limit is recorded as
+needing a human in the start record and the metrics file; a failure systemd restarts is not."""
+import json
+import os
+
+from ansible_collections.sglang_ops.serving.plugins.module_utils import unit_failed
+from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import exit_code
+from ansible_collections.sglang_ops.serving.plugins.module_utils.start_metrics import StartMetrics
+
+UNIT = "sglang-k26-ddtree"
+NAME = "20261130T110000Z-411"
+NOW = 1796001000.0
+
+
+def _host(tmp_path, verdict="stalled", reason_code="stall_idle"):
+    starts, metrics = tmp_path / "starts", tmp_path / "metrics"
+    (starts / NAME).mkdir(parents=True)
+    metrics.mkdir()
+    (starts / NAME / "verdict.json").write_text(json.dumps({
+        "verdict": verdict, "phase": "weight_load", "reason_code": reason_code, "exit_code": 76, "restarts": 2,
+        "unit": UNIT, "phase_durations": {"starting": 3.0, "weight_load": 480.0}}))
+    os.symlink(NAME, str(starts / "current"))
+    # What the supervisor left: its last start stalled, a restart counted, the start still "in progress".
+    left = StartMetrics(UNIT, clock=lambda: NOW - 600, host="gpu-a1")
+    left.start(attempt=3)
+    left.observe({"t": 480.0, "phase": "weight_load", "verdict": "stalled", "final": True})
+    left.restarted("stall_idle")
+    (metrics / "sglang_ops_sglang_k26_ddtree.prom").write_text(left.render())
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"unit": UNIT, "host": "gpu-a1", "starts_dir": str(starts),
+                                    "metrics_dir": str(metrics)}))
+    return str(settings), starts, metrics
+
+
+def _run(settings, environ):
+    return unit_failed.main(["--settings", settings, UNIT + ".service"], environ=environ, show=lambda u: {},
+                            now=lambda: NOW)
+
+
+def test_the_start_limit_needs_a_human_and_ends_the_watched_start(tmp_path):
+    settings, starts, metrics = _host(tmp_path)
+    assert _run(settings, {"MONITOR_SERVICE_RESULT": "start-limit-hit"}) == 0
+    record = json.loads((starts / NAME / "verdict.json").read_text())
+    assert record["needed_human"]["why"] == "start_limit"
+    assert "systemctl reset-failed %s.service" % UNIT in record["needed_human"]["words"]
+    assert record["verdict"] == "stalled" and record["reason_code"] == "stall_idle"   # what the start was stays
+    text = (metrics / "sglang_ops_sglang_k26_ddtree.prom").read_text()
+    assert 'sglang_start_in_progress{host="gpu-a1",unit="%s"} 0' % UNIT in text
+    assert 'sglang_last_start_needed_human{host="gpu-a1",unit="%s"} 1' % UNIT in text
+    assert 'sglang_last_start_info{host="gpu-a1",outcome="gave_up",reason_code="stall_idle",unit="%s"} 1' % UNIT in text
+    assert 'sglang_last_start_attempts{host="gpu-a1",unit="%s"} 3' % UNIT in text
+    assert 'sglang_restarts_total{host="gpu-a1",reason_code="stall_idle",unit="%s"} 1' % UNIT in text   # carried on
+    assert "sglang_start_verdict{" not in text    # no stale "stalled" for SGLangStartStuck to read
+
+
+def test_a_failure_systemd_restarts_changes_nothing(tmp_path):
+    settings, starts, metrics = _host(tmp_path)
+    before = (metrics / "sglang_ops_sglang_k26_ddtree.prom").read_text(), (starts / NAME / "verdict.json").read_text()
+    assert _run(settings, {"MONITOR_SERVICE_RESULT": "exit-code", "MONITOR_EXIT_STATUS": str(exit_code("stall_idle"))}) == 0
+    assert _run(settings, {"MONITOR_SERVICE_RESULT": "signal", "MONITOR_EXIT_STATUS": "KILL"}) == 0
+    after = (metrics / "sglang_ops_sglang_k26_ddtree.prom").read_text(), (starts / NAME / "verdict.json").read_text()
+    assert after == before
+
+
+def test_a_failure_a_restart_cannot_help_is_marked_in_the_record_and_the_metrics_are_the_supervisors(tmp_path):
+    settings, starts, metrics = _host(tmp_path, verdict="failed", reason_code="fatal_oom")
+    before = (metrics / "sglang_ops_sglang_k26_ddtree.prom").read_text()
+    assert _run(settings, {"MONITOR_SERVICE_RESULT": "exit-code", "MONITOR_EXIT_STATUS": str(exit_code("fatal_oom"))}) == 0
+    assert json.loads((starts / NAME / "verdict.json").read_text())["needed_human"]["why"] == "no_restart"
+    assert (metrics / "sglang_ops_sglang_k26_ddtree.prom").read_text() == before
+
+
+def test_without_systemds_variables_the_result_is_read_from_the_unit(tmp_path):
+    settings, starts, dummy = _host(tmp_path)
+    asked = []
+    rc = unit_failed.main(["--settings", settings, UNIT + ".service"], environ={},
+                          show=lambda u: asked.append(u) or {"Result": "start-limit-hit", "ExecMainStatus": "76"},
+                          now=lambda: NOW)
+    assert rc == 0 and asked == [UNIT + ".service"]
+    assert json.loads((starts / NAME / "verdict.json").read_text())["needed_human"]["why"] == "start_limit"
+
+
+def test_needs_human_tells_the_start_limit_from_a_failure_that_is_restarted():
+    assert unit_failed.needs_human("start-limit-hit", None) == "start_limit"
+    assert unit_failed.needs_human("exit-code", exit_code("fatal_oom")) == "no_restart"
+    assert unit_failed.needs_human("exit-code", exit_code("stall_idle")) is None
+    assert unit_failed.needs_human("watchdog", None) is None
+    assert unit_failed.needs_human("timeout", None) is None
+
+
+def test_bad_settings_or_usage_are_refused_with_their_status(tmp_path, capsys):
+    bad = tmp_path / "s.json"
+    bad.write_text('{"unit": "x", "nonsense": 1}')
+    assert unit_failed.main(["--settings", str(bad), "x.service"], environ={}) == 64
+    assert unit_failed.main(["x.service"], environ={}) == 2
+    assert "unknown setting(s)" in capsys.readouterr().err
