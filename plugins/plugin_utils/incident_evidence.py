@@ -135,16 +135,11 @@ def evidence_lines(verdict, decision, decided_t, series, observations, lines, on
     out.extend(_detector_evidence(decision.get("evidence") or {}))
     if decided_t is not None and series.t:
         out.extend(_measured(series, decided_t))
-    obs = _obs_at(observations, decided_t)
+    # the decision's own observation (its assessment's t), not the run record's rounded time
+    at = decision.get("t") if isinstance(decision.get("t"), (int, float)) else decided_t
+    obs = _obs_at(observations, at)
     if obs:
-        unit = obs.get("unit")
-        if unit:
-            out.append("Unit: %s/%s, main PID %s, systemd restarts %s" % (
-                unit.get("active"), unit.get("sub"), unit.get("main_pid"), unit.get("restarts")))
-        http = obs.get("http")
-        if http:
-            health = http.get("health")
-            out.append("HTTP /health: %s" % ("connection refused" if health is None else health))
+        out.extend(_held_at_decision(obs))
     return [redact(x) for x in out]
 
 
@@ -174,11 +169,35 @@ def _measured(series, at_t):
     return out
 
 
+def _held_at_decision(obs):
+    """The unit and HTTP as the observation the decision was made on saw them; a field that
+    observation did not carry is left out, never shown as None."""
+    out = []
+    unit = obs.get("unit") or {}
+    state = "/".join(str(unit[k]) for k in ("active", "sub") if unit.get(k) is not None)
+    words = ([state] if state else []) + [
+        label % unit[key] for key, label in (("main_pid", "main PID %s"), ("restarts", "systemd restarts %s"))
+        if unit.get(key) is not None]
+    if words:
+        out.append("Unit: " + ", ".join(words))
+    http = obs.get("http")
+    if http:
+        health = http.get("health")
+        out.append("HTTP /health: %s" % ("connection refused" if health is None else health))
+        completion = http.get("completion")
+        if isinstance(completion, dict) and completion.get("ok") is True:
+            ms = completion.get("ms")
+            out.append("One-token completion answered%s" % (" in %.0f ms" % ms if isinstance(ms, (int, float)) else ""))
+    return out
+
+
 def _obs_at(observations, t):
+    """The observation a decision at t was made on: the nearest in time (the run's record
+    and the trace round t apart), the later one on a tie; the last without a decision."""
     if t is None:
         return observations[-1] if observations else None
     best = None
     for obs in observations:
-        if obs["t"] <= t:
+        if best is None or abs(obs["t"] - t) <= abs(best["t"] - t):
             best = obs
     return best

@@ -12,7 +12,8 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.redaction impor
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import trace_signals
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_evidence import (
     ERROR_LINE, evidence_lines, onset, short)
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_timeline import phase_spans, timeline
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_timeline import (
+    TimelineEntry, phase_spans, run_axis_offsets, shifted_entries, shifted_spans, timeline)
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_words import (  # noqa: F401 (re-exported)
     OTHER_CODE_TITLES, PHASE_WORDS, fmt_duration, fmt_t, observe_only_sentence, utc)
 
@@ -47,6 +48,7 @@ class Attempt:
     t: float
     action: str
     started_epoch_s: object = None  # when the attempt's watch began (t = 0), if recorded
+    offset_s: float = 0.0           # where its t = 0 lies on the run's axis (the chart, the timeline)
 
 
 @dataclass
@@ -81,6 +83,9 @@ class Incident:
     trace_files: list = field(default_factory=list)
     last_t: float = 0.0
     time_to_ready: dict = field(default_factory=dict)   # run.json's, against the host's earlier starts
+    # phases, timeline and series tell every attempt on one axis: the last attempt's t = 0 is
+    # this far into it (decided_t and onset_t stay the last attempt's own)
+    run_offset_s: float = 0.0
 
     def to_dict(self):
         d = asdict(self)
@@ -189,7 +194,23 @@ def _attempts(run):
     return out
 
 
-def _summary(inc, fc, lines):
+# What the run's record says was done after an attempt, as the headline tells it.
+_ACTION_WORDS = {"restarted": "the restart action restarted it", "restarted by systemd": "systemd restarted it",
+                 "handed_over": "handed over", "interrupted": "interrupted"}
+
+
+def _failed_before(attempts):
+    return len(attempts) > 1 and any(a.verdict != "ready" for a in attempts[:-1])
+
+
+def _attempt_story(a):
+    """"attempt 1 stalled in weight_load (`stall_idle`), systemd restarted it"."""
+    story = "attempt %d %s in %s (`%s`)" % (a.n, a.verdict, a.phase, a.reason_code)
+    words = _ACTION_WORDS.get(a.action, a.action)
+    return story + (", " + words if words else "")
+
+
+def _summary(inc, fc, lines, spans):
     if inc.verdict in ("failed", "stalled"):
         what = "%s %s: %s (`%s`)." % (inc.unit, "failed to start" if inc.verdict == "failed"
                                       else "stalled while starting", inc.class_title, inc.reason_code)
@@ -197,6 +218,9 @@ def _summary(inc, fc, lines):
         what = "%s was not (re)started: %s (`%s`), found %s." % (
             inc.unit, inc.class_title, inc.reason_code,
             "while stopping it" if inc.phase == "stopping" else "before starting")
+    elif inc.verdict == "ready" and _failed_before(inc.attempts):
+        what = "Healed: %s; attempt %d came up ready." % (
+            "; ".join(_attempt_story(a) for a in inc.attempts[:-1]), inc.attempts[-1].n)
     elif inc.verdict == "ready":
         what = "Nothing failed: %s came up ready." % inc.unit
     elif inc.outcome == "gave_up":
@@ -205,7 +229,7 @@ def _summary(inc, fc, lines):
         what = "No verdict: the watch of %s ended before the detector decided (%s)." % (
             inc.unit, inc.reason or "no reason given")
     phase = "Phase: %s — %s." % (inc.phase, PHASE_WORDS.get(inc.phase, inc.phase))
-    spans = [p for p in inc.phases if inc.decided_t is None or p.start_t <= inc.decided_t]
+    spans = [p for p in spans if inc.decided_t is None or p.start_t <= inc.decided_t]
     if spans and inc.verdict != "ready":
         current = spans[-1]
         earlier = ", ".join("%s %s" % (p.phase, fmt_duration(p.duration_s)) for p in spans[:-1])
@@ -246,12 +270,15 @@ def _summary(inc, fc, lines):
 
 
 def build_incident(header, observations, assessments, run=None, diagnostics=None,
-                   runbook=None, host="", trace_files=()):
+                   runbook=None, host="", trace_files=(), earlier_attempts=()):
     """The Incident for one watched start.
 
     header/observations: the trace (observations with `t`); assessments: the detector's
     to_dict() per observation (same order); run: run.json as a dict, or None for a bare
-    trace; diagnostics: {file name: text}; runbook: {anchor: RunbookSection}.
+    trace; diagnostics: {file name: text}; runbook: {anchor: RunbookSection};
+    earlier_attempts: (observations, assessments) of each attempt before the last, in
+    order, as its trace has them ((), () for one without a trace): the chart and the
+    timeline then show every attempt, the earliest first.
     """
     header = header or {}
     run_attempts = _attempts(run)
@@ -307,9 +334,35 @@ def build_incident(header, observations, assessments, run=None, diagnostics=None
     inc.timeline = timeline(assessments, spans, lines, decision, decided_t, verdict)
     inc.key_log_lines = [ln.render() for ln in lines if ERROR_LINE.search(ln.text)][:20]
     inc.diagnostics = [excerpt(name, text) for name, text in sorted((diagnostics or {}).items(), key=_diag_order)]
-    inc.summary = _summary(inc, fc, lines)
+    inc.summary = _summary(inc, fc, lines, spans)
     inc.evidence = [redact(e) for e in inc.evidence]
+    if earlier_attempts and not hand_over and len(earlier_attempts) == len(run_attempts) - 1:
+        _tell_every_attempt(inc, list(earlier_attempts), observations, spans)
     return inc
+
+
+def _tell_every_attempt(inc, earlier, observations, spans):
+    """Phases, timeline and series of every attempt on the run's axis, the earliest first."""
+    lengths = [max([a.t or 0.0] + [float(o["t"]) for o in obs[-1:]]) for a, (obs, dummy) in zip(inc.attempts, earlier)]
+    offsets = run_axis_offsets([a.started_epoch_s for a in inc.attempts], lengths + [0.0])
+    all_phases, all_entries, all_obs = [], [], []
+    for i, (obs, assessed) in enumerate(earlier):
+        a, offset = inc.attempts[i], offsets[i]
+        a.offset_s = offset
+        own = phase_spans(assessed, a.t if a.t is not None else lengths[i])
+        entries = timeline(assessed, own, trace_signals.log_lines(obs), {"reason": a.reason}, a.t, a.verdict)
+        all_phases += shifted_spans(own, offset, a.n)
+        all_entries += [TimelineEntry(offset, "phase", "attempt %d began" % a.n)] + shifted_entries(entries, offset, a.n)
+        all_obs += [dict(o, t=float(o["t"]) + offset) for o in obs]
+    last = inc.attempts[-1]
+    last.offset_s = inc.run_offset_s = offsets[-1]
+    all_phases += shifted_spans(spans, last.offset_s, last.n)
+    all_entries += [TimelineEntry(last.offset_s, "phase", "attempt %d began (%s)" % (
+        last.n, _ACTION_WORDS.get(inc.attempts[-2].action, inc.attempts[-2].action)))]
+    all_entries += shifted_entries(inc.timeline, last.offset_s, last.n)
+    all_obs += [dict(o, t=float(o["t"]) + last.offset_s) for o in observations]
+    inc.phases, inc.timeline = all_phases, all_entries
+    inc.series = trace_signals.build_series(all_obs)
 
 
 _DIAG_ORDER = ("unit-status", "journal", "log-tail", "nvidia-smi", "py-spy", "ports")

@@ -199,6 +199,14 @@ def _read_run(run_dir):
     return check_run(run, run_path)
 
 
+def _attempt_trace(run_dir, attempt, settings):
+    """(header, observations, assessments) of one attempt's trace; empty when it has none."""
+    if not attempt.get("trace") or not os.path.exists(os.path.join(run_dir, attempt["trace"])):
+        return {}, [], []
+    header, observations = _load_trace(os.path.join(run_dir, attempt["trace"]))
+    return header, observations, _stored_assessments(observations) or replay(header, observations, settings)
+
+
 def write_incident_report(run_dir, runbook_path=None, out_dir=None):
     """Build report.md, report.json and timeline.svg inside a restart run directory
     (or in out_dir, with links back to the run's traces)."""
@@ -212,15 +220,13 @@ def write_incident_report(run_dir, runbook_path=None, out_dir=None):
         run = _read_run(run_dir)
     attempts = run.get("attempts") or []
     trace_names = [a["trace"] for a in attempts if a.get("trace")]
-    header, observations, assessments = {}, [], []
-    last = attempts[-1] if attempts else {}
-    if last.get("trace") and os.path.exists(os.path.join(run_dir, last["trace"])):
-        header, observations = _load_trace(os.path.join(run_dir, last["trace"]))
-        assessments = _stored_assessments(observations) or replay(header, observations, run.get("settings"))
+    traces = [_attempt_trace(run_dir, a, run.get("settings")) for a in attempts] or [({}, [], [])]
+    header, observations, assessments = traces[-1]
     diagnostics = every_attempts_diagnostics(run_dir, attempts)
     runbook_path = runbook_path or runbook_mod.default_runbook_path()
     incident = build_incident(header, observations, assessments, run=run, diagnostics=diagnostics,
-                              runbook=_runbook(runbook_path), host=run.get("host", ""), trace_files=trace_names)
+                              runbook=_runbook(runbook_path), host=run.get("host", ""), trace_files=trace_names,
+                              earlier_attempts=[(obs, assessed) for dummy, obs, assessed in traces[:-1]])
     out_dir = out_dir or run_dir
     links = [os.path.relpath(os.path.join(run_dir, n), os.path.abspath(out_dir)).replace(os.sep, "/")
              for n in trace_names]

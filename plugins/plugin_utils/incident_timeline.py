@@ -1,6 +1,9 @@
 """The start's story in time order: phase spans from the assessments, and the timeline of
-phase changes, watcher states, journal lines and the decision. Pure functions."""
-from dataclasses import dataclass
+phase changes, watcher states, journal lines and the decision. Pure functions.
+
+A run of several attempts is told on one axis (run_axis_offsets): t = 0 when the first
+attempt's watch began, each attempt's own times shifted by when its watch began."""
+from dataclasses import dataclass, replace
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.redaction import redact
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_words import PHASE_WORDS
@@ -13,6 +16,7 @@ class PhaseSpan:
     phase: str
     start_t: float
     end_t: float
+    attempt: object = None   # the attempt's number when the report tells several
 
     @property
     def duration_s(self):
@@ -67,3 +71,26 @@ def timeline(assessments, spans, lines, decision, decided_t, verdict):
             verdict, redact(decision.get("reason") or ""))))
     order = {"phase": 0, "verdict": 1, "log": 2, "decision": 3}
     return sorted(entries, key=lambda e: (e.t, order[e.kind]))
+
+
+def run_axis_offsets(started_epoch_s, lengths_s):
+    """Where each attempt's t = 0 lies on the run's axis (t = 0: the first attempt's watch
+    began): from when each watch began when every attempt recorded it, else one attempt
+    after the other, each as long as lengths_s says."""
+    if started_epoch_s and all(isinstance(s, (int, float)) for s in started_epoch_s):
+        return [round(s - started_epoch_s[0], 3) for s in started_epoch_s]
+    offsets, at = [], 0.0
+    for length in lengths_s:
+        offsets.append(round(at, 3))
+        at += max(float(length or 0.0), 0.0)
+    return offsets
+
+
+def shifted_spans(spans, offset_s, attempt):
+    return [PhaseSpan(p.phase, p.start_t + offset_s, p.end_t + offset_s, attempt) for p in spans]
+
+
+def shifted_entries(entries, offset_s, attempt):
+    """The timeline of one attempt on the run's axis, each entry naming its attempt."""
+    return [replace(e, t=e.t + offset_s, text="attempt %s: %s" % (attempt, e.text) if e.kind != "log" else e.text)
+            for e in entries]

@@ -96,8 +96,9 @@ def render_markdown(inc, chart_name="timeline.svg", trace_names=(), runbook_href
         out.append("| %s | %s | %s | %s |" % (p.phase, fmt_t(p.start_t), fmt_t(p.end_t), fmt_duration(p.duration_s)))
     out += _time_to_ready(inc.time_to_ready)
     out += ["", "### Events and journal lines", "",
-            "Times are seconds into the watch (t+0 = when the watch began); lines printed by "
-            "several ranks at once are folded into one.", "",
+            "Times are seconds into the %s; lines printed by several ranks at once are folded into one." % (
+                "run (t+0 = when attempt 1's watch began)" if inc.run_offset_s else
+                "watch (t+0 = when the watch began)"), "",
             "| at | event |", "| --- | --- |"]
     for e in inc.timeline:
         text = _cell(e.text)

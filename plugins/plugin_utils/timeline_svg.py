@@ -2,7 +2,8 @@
 
 Panels share one time axis: GPU memory, GPU utilisation, weight shards, disk reads, CPU.
 Phase bands run behind all panels; the verdict is a red line with its label, the onset
-of the failure a dashed line.
+of the failure a dashed line. A run of several attempts is drawn on one axis, the earliest
+first (t = 0: the first attempt's watch began), each earlier attempt's verdict a line of its own.
 """
 import math
 from xml.sax.saxutils import escape, quoteattr
@@ -83,17 +84,19 @@ def _time_step(t_max, ticks=8):
 def chart_end_t(inc):
     """Where the time axis ends: a recorded trace can run on long after the decision, and
     that tail would squeeze the part that matters; keep a margin after the decision."""
-    last = max([inc.last_t] + (inc.series.t or [0.0]))
+    last = max([inc.run_offset_s + inc.last_t] + (inc.series.t or [0.0]))
     if inc.decided_t is None:
         return last or 1.0
-    margin = max(AFTER_DECISION_MIN_S, AFTER_DECISION_SHARE * inc.decided_t)
-    return max(min(last, inc.decided_t + margin), inc.decided_t, 1.0)
+    decided = inc.run_offset_s + inc.decided_t
+    margin = max(AFTER_DECISION_MIN_S, AFTER_DECISION_SHARE * decided)
+    return max(min(last, decided + margin), decided, 1.0)
 
 
 def render_svg(inc):
     s = inc.series
     t_max = chart_end_t(inc)
-    last_t = max([inc.last_t] + (s.t or [0.0]))
+    last_t = max([inc.run_offset_s + inc.last_t] + (s.t or [0.0]))
+    several = len(inc.attempts) > 1 and inc.run_offset_s > 0
     panels = _panels(s)
     height = TOP_PX + len(panels) * (PANEL_H_PX + GAP_PX) + BOTTOM_PX
     plot_w = WIDTH_PX - LEFT_PX - RIGHT_PX
@@ -161,7 +164,8 @@ def render_svg(inc):
         out.append('<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#999"/>' % (x(tick), bottom, x(tick), bottom + 5))
         out.append('<text x="%.1f" y="%d" text-anchor="middle">%s</text>' % (x(tick), bottom + 17, fmt_duration(tick)))
         tick += step
-    out.append('<text x="%d" y="%d" fill="#555">time since the watch began</text>' % (LEFT_PX, bottom + 34))
+    out.append('<text x="%d" y="%d" fill="#555">%s</text>' % (
+        LEFT_PX, bottom + 34, "time since attempt 1 began" if several else "time since the watch began"))
     if last_t > t_max:
         out.append('<text x="%d" y="%d" text-anchor="end" fill="#555">trace continues to %s</text>' % (
             WIDTH_PX - RIGHT_PX, 22, escape(fmt_duration(last_t))))
@@ -181,21 +185,35 @@ def render_svg(inc):
         lx += 24 + 7 * len(p.phase)
     out.append("</g>")
 
+    if several:
+        out.append('<g id="earlier-attempts">')
+        for a in inc.attempts[:-1]:
+            if a.t is None or a.offset_s + a.t > t_max:
+                continue
+            xa = x(a.offset_s + a.t)
+            colour = VERDICT_COLOURS.get(a.verdict, "#555")
+            out.append('<g class="attempt-marker" data-attempt="%d" data-verdict=%s><line x1="%.1f" y1="%d" x2="%.1f" '
+                       'y2="%d" stroke="%s" stroke-width="2"/><text x="%.1f" y="%d" fill="%s">%s</text></g>' % (
+                           a.n, quoteattr(a.verdict), xa, TOP_PX - 14, xa, bottom, colour, xa + 4, TOP_PX - 36, colour,
+                           escape("attempt %d %s (%s)" % (a.n, a.verdict, a.reason_code))))
+        out.append("</g>")
+    off = inc.run_offset_s
     if inc.onset_t is not None and inc.verdict in ("failed", "stalled"):
-        xo = x(inc.onset_t)
+        xo = x(off + inc.onset_t)
         out.append('<g id="onset-marker"><line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#c0392b" '
                    'stroke-dasharray="4,3"/><text x="%.1f" y="%d" fill="#c0392b" text-anchor="middle">onset %s</text></g>' % (
                        xo, TOP_PX - 14, xo, bottom + 5, xo, bottom + 50, escape(fmt_duration(inc.onset_t))))
     if inc.decided_t is not None:
-        xv = x(inc.decided_t)
+        xv = x(off + inc.decided_t)
         colour = VERDICT_COLOURS.get(inc.verdict, "#555")
-        label = "%s (%s) at %s" % (inc.verdict, inc.reason_code, fmt_duration(inc.decided_t))
+        label = "%s%s (%s) at %s" % ("attempt %d " % inc.attempts[-1].n if several else "", inc.verdict,
+                                     inc.reason_code, fmt_duration(inc.decided_t))
         anchor = "end" if xv > WIDTH_PX * 0.6 else "start"
         dx = -4 if anchor == "end" else 4
         out.append('<g id="verdict-marker" data-verdict=%s data-t="%.1f"><line x1="%.1f" y1="%d" x2="%.1f" y2="%d" '
                    'stroke="%s" stroke-width="2.5"/><text x="%.1f" y="%d" fill="%s" font-weight="bold" '
                    'text-anchor="%s">%s</text></g>' % (
-                       quoteattr(inc.verdict), inc.decided_t, xv, TOP_PX - 14, xv, bottom, colour,
+                       quoteattr(inc.verdict), off + inc.decided_t, xv, TOP_PX - 14, xv, bottom, colour,
                        xv + dx, TOP_PX - 24, colour, anchor, escape(label)))
     out.append("</svg>")
     return "\n".join(out) + "\n"
