@@ -86,7 +86,7 @@ def run_role_check(tmp_path, python, **variables):
     inventory = write_inventory(tmp_path / f"inv-{runs}", {"check-host": host}, with_role_defaults=True)
     run = subprocess.run(
         [str(ANSIBLE_PLAYBOOK), "-i", str(inventory), str(ROOT / "tests" / "unit" / "roles" / "flags_check.yml"),
-         "-e", json.dumps({"sglang_service_flags_check_script": str(SCRIPT)})],
+         "-e", json.dumps({"_sglang_service_flags_check_script": str(SCRIPT)})],
         env=ansible_env(ANSIBLE_STDOUT_CALLBACK="ansible.posix.json"), capture_output=True, text=True, check=False)
     return run.returncode, json.loads(run.stdout[run.stdout.index("{"):])
 
