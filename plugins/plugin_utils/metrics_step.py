@@ -24,17 +24,19 @@ def write_cmd(folder, name, text):
             "&& chmod 0644 \"$t\" && mv -f \"$t\" {d}/{n}").format(d=q(folder), n=q(name), text=q(text))
 
 
-def outlook_for(host_dir, unit, metrics_dir, shell, warn):
+def outlook_for(host_dir, unit, metrics_dir, shell, warn, host=None):
     """A StartOutlook for one run: history from host_dir (artifacts/<host>), the metrics
-    file on the host when metrics_dir is set. shell(cmd, timeout_s) -> (rc, out, err)."""
+    file on the host when metrics_dir is set. shell(cmd, timeout_s) -> (rc, out, err);
+    host: the inventory name (the metrics' `host` label)."""
     history = load_history(artifact_traces(os.path.dirname(host_dir), os.path.basename(host_dir)),
                            limit=4 * HISTORY_LIMIT)
     if not metrics_dir:
-        return StartOutlook(unit, history, warn=warn)
+        return StartOutlook(unit, history, warn=warn, host=host)
     rc, previous, dummy_err = shell(read_cmd(metrics_dir, file_name(unit)), WRITE_TIMEOUT_S)
 
     def write(name, text):
         rc, out, err = shell(write_cmd(metrics_dir, name, text), WRITE_TIMEOUT_S)
         if rc != 0:
             raise RuntimeError("writing %s/%s failed (rc %s): %s" % (metrics_dir, name, rc, (err or out).strip()[-200:]))
-    return StartOutlook(unit, history, write=write, previous_text=previous if rc == 0 else None, warn=warn)
+    return StartOutlook(unit, history, write=write, previous_text=previous if rc == 0 else None, warn=warn,
+                        host=host)

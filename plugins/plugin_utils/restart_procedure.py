@@ -330,7 +330,8 @@ class RestartProcedure:
             return self._supervised(orphans)
 
         self.outlook = metrics_step.outlook_for(os.path.dirname(self.artifacts.path), self.unit,
-                                                self.args.get("metrics_dir"), self.port.shell, self.port.emit)
+                                                self.args.get("metrics_dir"), self.port.shell, self.port.emit,
+                                                host=self.host)
         max_attempts = self.args["max_attempts"]
         earlier_codes = []
         for n in range(1, max_attempts + 1):
