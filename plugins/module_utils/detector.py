@@ -22,7 +22,7 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settin
 from ansible_collections.sglang_ops.serving.plugins.module_utils.durations import fmt_duration
 from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import FAILURE_CLASSES, FINAL_VERDICTS
 from ansible_collections.sglang_ops.serving.plugins.module_utils.life_signs import (
-    FrozenClock, GpuBursts, children_changed, stacks_changed)
+    CpuBursts, FrozenClock, GpuBursts, children_changed, stacks_changed)
 from ansible_collections.sglang_ops.serving.plugins.module_utils.line_confirmation import (
     CONFIRMED_DEAD, CONFIRMED_FROZEN, SURVIVED, LineConfirmation)
 from ansible_collections.sglang_ops.serving.plugins.module_utils.observe_gate import CEILING_CODE, OBSERVING, ObserveOnlyGate
@@ -110,6 +110,7 @@ class Detector:
         self.gate = ObserveOnlyGate(observe_only)
         self._bursts = GpuBursts(s.gpu_burst_util_pct, s.gpu_burst_margin_pct)
         self._frozen = FrozenClock(s.frozen_cpu_pct)
+        self._cpu_bursts = CpuBursts(s.cpu_burst_min_pct, s.cpu_burst_floor_share_pct)
         self._procs = None        # the last procs reading (children coming and going)
         self._last_sample = None  # the last py-spy sample {rank: frames}
         self._prev_cpu_pct = None
@@ -340,6 +341,7 @@ class Detector:
             if self._cpu is not None and cpu_s >= self._cpu[1] and t > self._cpu[0]:
                 self._prev_cpu_pct = self._cpu_pct
                 self._cpu_pct = (cpu_s - self._cpu[1]) / (t - self._cpu[0]) * 100.0
+                self._cpu_bursts.update(t, self._cpu_pct)
                 self._cpu_t = t
             self._cpu = (t, cpu_s)
         rb, wb = procs.get("read_bytes"), procs.get("write_bytes")
@@ -608,9 +610,8 @@ class Detector:
         gpus_idle = gpus is not None and gpus.all_idle
         # no GPU reading and the ranks waiting on their GPUs: the GPUs may well be computing
         gpu_wait_blind = gpus is None and self._sync_stack_t is not None and t - self._sync_stack_t <= 3 * s.stacks_interval_s
-        # blind and deaf (no GPU reading, no stack), a low CPU that still moves is a sign of
-        # life (rule 2): only a frozen clock or the hard ceiling decide then (rule 5)
-        idle = cpu_idle and not self._compilers and (gpus_idle or (gpus is None and not gpu_wait_blind and self._last_stack_t is not None))
+        # without a GPU reading the idle window grows (rule 5: stall_idle_blind_window_s)
+        idle = cpu_idle and not self._compilers and (gpus_idle or (gpus is None and not gpu_wait_blind))
         busy = cpu_known and not cpu_idle and not spinning
         # Busy CPU is work only when something says it computes: GPUs answering and not
         # spinning, kernels coming and going, a stack in a compute loop, a compiler. Alone
@@ -620,8 +621,9 @@ class Detector:
         if working:
             self._last_busy_t = t
         stopped = self._procs_stopped
-        if gpu_active:
-            # kernels come and go (a stuck process launches none): no idle spell, no spin
+        if gpu_active or self._cpu_bursts.last_t == t:
+            # kernels come and go, or the host woke for a burst of work (a stuck process does
+            # neither): no idle spell, no spin
             self._idle.reset()
             self._spin.reset()
         self._spin.update(spinning, t)
@@ -735,10 +737,13 @@ class Detector:
                 return None
             if self._gpu_run < s.stacks_gpu_flat_polls:
                 return None   # too few readings in a row: a burst may have fallen on a lost one
-            if gpus.all_idle and self._frozen.held_s(t) < t - t_old:
-                # parked needs the CPU clock frozen since the older sample: a loop that times
-                # short kernels wakes for each one, and its bursts fall between readings
-                return None
+            if gpus.all_idle:
+                # parked needs no burst of work, on the GPUs or the CPU, for longer than a
+                # tuning loop waits between configs (its GPU bursts fall between readings;
+                # its CPU bursts add up in the counter)
+                last_burst = max(self._gpu_active_t or 0.0, self._cpu_bursts.last_t or 0.0, self._last_progress_t)
+                if t - last_burst < s.stall_parked_quiet_s:
+                    return None
             hardware = "GPUs idle" if gpus.all_idle else "GPUs spinning, utilisation flat"
         elif any(_host_wait_frame(new[r], s.stack_collective_depth) for r in common) and all(waits):
             # every rank waits and some wait on the host, not only for their own GPUs: SGLang's

@@ -65,6 +65,13 @@ class DetectorSettings:
     # own recent noise ceiling is a burst of kernels (0, 2 %, 0, 18 %: work, not a hang).
     gpu_burst_util_pct: float = 2.0
     gpu_burst_margin_pct: float = 3.0
+    # Rule 2: an interval whose CPU rate is at least cpu_burst_min_pct, with the unit's recent
+    # floor at most cpu_burst_floor_share_pct of it, is a burst of work. Rule 3:
+    # identical stacks with idle GPUs are parked only after stall_parked_quiet_s without a
+    # CPU or GPU burst (longer than a tuning loop's 30-60 s between configs).
+    cpu_burst_min_pct: float = 5.0
+    cpu_burst_floor_share_pct: float = 33.0
+    stall_parked_quiet_s: float = 120.0
     # Rule 5: the unit's CPU time not moving (at most frozen_cpu_pct of one core) for
     # stall_frozen_window_s, with no GPU at work and nothing else moving, is a frozen start,
     # with or without GPU telemetry.

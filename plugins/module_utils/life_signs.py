@@ -6,6 +6,10 @@ beyond the progress channels. Pure functions and small state, no I/O.
   burst; boards whose idle reading jitters (0-3 %) need a reading above that jitter.
 - `children_changed`: child processes coming and going (compile workers, JIT compilers).
 - `stacks_changed`: a rank's py-spy stack differs from its previous sample.
+- `CpuBursts`: an interval whose CPU rate stands out from the unit's own recent floor
+  (a loop that times short kernels wakes and works for a second or two between waits; a
+  hung rank's background threads tick at a steady trickle). CPU time is a counter, so a
+  burst between two readings is never lost with a lost reading, unlike a GPU sample.
 - `FrozenClock`: how long the unit's CPU time has not moved at all (rule 5: a frozen CPU
   clock is evidence on its own).
 """
@@ -54,6 +58,30 @@ class GpuBursts:
         else:
             self.bursts_in_a_row.pop(idx, None)
             seen.append(util_pct)
+        return burst
+
+
+class CpuBursts:
+    """The unit's CPU rate per interval against its recent floor; `last_t` is the end of the
+    latest interval that was a burst."""
+
+    def __init__(self, min_pct, floor_share_pct, history=12, min_history=4, ceiling_quantile=0.8):
+        self.min_pct, self.share = min_pct, floor_share_pct / 100.0
+        self.min_history, self.quantile = min_history, ceiling_quantile
+        self._rates = deque(maxlen=history)
+        self.last_t = None
+
+    def update(self, t, rate_pct):
+        """Judge one interval's rate (percent of one core) ending at `t`; True for a burst."""
+        rates = self._rates
+        burst = False
+        if rate_pct >= self.min_pct and len(rates) >= self.min_history:
+            ordered = sorted(rates)
+            burst = ordered[int(self.quantile * (len(ordered) - 1))] <= self.share * rate_pct
+        if burst:
+            self.last_t = t
+        else:
+            rates.append(rate_pct)
         return burst
 
 

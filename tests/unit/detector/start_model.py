@@ -16,8 +16,8 @@ the way the channels behave on a real host (../shared/fault-catalog.md):
   an `E...` record with a traceback ending `OutOfMemoryError: out of resource` for a config
   that does not fit, repeated, then `Ignoring this choice.`; compile workers coming and
   going, CPU busy, GPU bursts while it benchmarks), `tuning_sparse` (short kernels timed
-  with synchronize: the same stack on every sample, CPU low, utilisation 0 except one
-  burst of 2-27 % every 30-60 s);
+  with synchronize: the same stack on every sample, CPU at a trickle except a second or
+  two of work per burst, utilisation 0 except one burst of 2-27 % every 30-60 s);
 - stall kinds: `spin` (some GPUs at ~100 % with flat memory at about idle power, ranks
   busy-polling),
   `idle` (everything flat), `wait_stacks` (every rank parked in a wait), `smi_wedged`
@@ -213,12 +213,16 @@ class ModelStart(Start):
                           stacks=STACKS["compile"])
                 self.comm = {"python3": self.gpus + 2}
             elif kind == "tuning_sparse":
+                # as recorded on an H200: the host wakes for each burst (1-3 s of CPU per rank)
+                # and sleeps at a trickle between them
+                cpu_pct = self.rng.uniform(0.1, 0.5)
                 if self.t >= self.next_burst_t:
                     self.util = [self.rng.randint(2, 27)] * self.gpus
                     self.next_burst_t = self.t + self.rng.uniform(30, 60)
+                    cpu_pct += 100.0 * self.gpus * self.rng.uniform(1.0, 3.0) / self.poll_s
                 else:
                     self.util = [0] * self.gpus
-                self.step(msgs, cpu_pct=self.rng.uniform(3, 15), stacks=STACKS["gpu_bound"])
+                self.step(msgs, cpu_pct=cpu_pct, stacks=STACKS["gpu_bound"])
             elif kind == "capture":
                 self.mem = [m + self.rng.choice((0, 0, 70, 130)) for m in self.mem]
                 self.util = [self.rng.randint(15, 60) for dummy in range(self.gpus)]

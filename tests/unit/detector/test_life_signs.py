@@ -63,3 +63,14 @@ def test_a_floor_that_moved_for_good_stops_counting_as_bursts():
     feed(b, [0] * 8)
     got = feed(b, [5] * 40)
     assert got[0] and not got[-1]
+
+
+def test_a_cpu_burst_stands_out_from_the_trickle_and_a_steady_rate_never_does():
+    from ansible_collections.sglang_ops.serving.plugins.module_utils.life_signs import CpuBursts
+    tuning = CpuBursts(min_pct=5, floor_share_pct=33)
+    got = [tuning.update(t, r) for t, r in enumerate([0.2, 0.3, 0.2, 0.2, 24.0, 0.2, 0.3, 60.0])]
+    assert got == [False] * 4 + [True, False, False, True] and tuning.last_t == 7
+    hung = CpuBursts(min_pct=5, floor_share_pct=33)
+    assert not any(hung.update(t, r) for t, r in enumerate([1.4, 1.8, 2.0, 1.6] * 10))
+    polling = CpuBursts(min_pct=5, floor_share_pct=33)
+    assert not any(polling.update(t, r) for t, r in enumerate([780, 850, 720, 810] * 10))
