@@ -2,7 +2,7 @@
 import pytest
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.eta import (
-    EtaEstimator, slower_than_usual, usual_phase_s)
+    MAX_ESTIMATE_S, PAGE_CACHE_LOAD_BPS, EtaEstimator, LoadConditions, slower_than_usual, usual_phase_s)
 from ansible_collections.sglang_ops.serving.plugins.module_utils.progress_line import progress_line
 
 GB = 10**9
@@ -67,12 +67,98 @@ def test_a_warm_page_cache_reads_nothing_so_the_usual_time_is_used_not_a_zero_ra
     assert e.phase_remaining_s == pytest.approx(460)
 
 
-def test_a_phase_past_its_usual_duration_has_nothing_left_but_the_phases_ahead():
+def test_a_phase_past_its_usual_duration_is_overdue_and_the_estimate_becomes_a_range():
     est = EtaEstimator([EARLIER])
     est.update(a(20, "cuda_graph"))
-    e = est.update(a(400, "cuda_graph"))
-    assert e.phase_remaining_s == 0
-    assert e.remaining_s == pytest.approx(20)
+    e = est.update(a(400, "cuda_graph"))       # 400 s in (the watch's first phase begins at 0), usual 100 s
+    assert e.phase_basis == "overdue" and e.overdue_s == pytest.approx(300)
+    assert e.phase_remaining_s == pytest.approx(300)                    # as long again as it overran
+    assert (e.remaining_low_s, e.remaining_high_s) == (pytest.approx(20), pytest.approx(20 + 600))
+    assert e.text() == "ETA 20s-10m20s (cuda_graph overdue by 5m00s, usual 1m40s; start usual 12m10s)"
+
+
+def test_a_phase_just_overdue_keeps_half_its_usual_duration_not_a_confident_zero():
+    est = EtaEstimator([EARLIER])
+    est.update(a(10, "weight_load"))
+    est.update(a(20, "post_load"))
+    e = est.update(a(100, "post_load"))        # 80 s in, usual 70 s
+    assert e.phase_remaining_s == pytest.approx(35)
+
+
+WARM_NOW = LoadConditions(model_bytes=550 * GB, resident_bytes=550 * GB)
+COLD_NOW = LoadConditions(model_bytes=550 * GB, resident_bytes=0)
+
+
+def test_a_warm_start_after_a_cold_one_loads_from_memory_and_never_divides_by_its_crawling_reads():
+    est = EtaEstimator([EARLIER], WARM_NOW)
+    est.update(a(10, "distributed_init", read_bytes=0))
+    before = est.update(a(15, "distributed_init", read_bytes=0))
+    # the weight load ahead is the model from memory, not the cold 500 s of the last start
+    assert before.remaining_s == pytest.approx(5 + 550 * GB / PAGE_CACHE_LOAD_BPS + 70 + 20 + 100 + 20)
+    est.update(a(20, "weight_load", read_bytes=0))
+    e = est.update(a(60, "weight_load", read_bytes=80 * 10**6))   # 2 MB/s of stray reads
+    assert e.phase_basis == "page_cache"
+    assert e.phase_remaining_s == pytest.approx(55 - 40)
+    assert e.remaining_s < 300
+
+
+def test_a_cold_start_after_a_warm_one_reads_the_model_at_its_own_measured_rate():
+    warm = record(("distributed_init", 20), ("weight_load", 40, 0), ("post_load", 70), ("ready", 0))
+    est = EtaEstimator([warm], COLD_NOW)
+    est.update(a(10, "distributed_init", read_bytes=0))
+    est.update(a(20, "weight_load", read_bytes=0))
+    e = est.update(a(30, "weight_load", read_bytes=11 * GB))      # 1.1 GB/s, young but the only rate
+    assert e.phase_basis == "bytes"
+    assert e.phase_remaining_s == pytest.approx(539 / 1.1)
+
+
+def test_an_attached_weight_cache_reads_nothing_from_storage():
+    assert LoadConditions(model_bytes=550 * GB, resident_bytes=0, weight_cache=True).storage_bytes() == 0
+    assert LoadConditions(model_bytes=550 * GB, resident_bytes=100 * GB).storage_bytes() == 450 * GB
+    assert LoadConditions().storage_bytes() is None
+    est = EtaEstimator([EARLIER], LoadConditions(model_bytes=550 * GB, weight_cache=True))
+    est.update(a(10, "distributed_init", read_bytes=0))
+    est.update(a(20, "weight_load", read_bytes=0))
+    assert est.update(a(30, "weight_load", read_bytes=0)).phase_basis == "page_cache"
+
+
+def test_the_storage_left_at_a_slower_disk_comes_from_the_bytes_not_the_usual_duration():
+    est = EtaEstimator([EARLIER], COLD_NOW)
+    est.update(a(10, "distributed_init", read_bytes=0))
+    est.update(a(20, "weight_load", read_bytes=0))
+    e = est.update(a(120, "weight_load", read_bytes=55 * GB))     # 0.55 GB/s, half the last rate
+    assert e.phase_basis == "bytes" and e.phase_remaining_s == pytest.approx(900)
+
+
+def test_no_estimate_ends_past_twice_the_longest_recorded_start():
+    est = EtaEstimator([EARLIER], COLD_NOW)                       # longest: 730 s
+    est.update(a(10, "distributed_init", read_bytes=0))
+    est.update(a(20, "weight_load", read_bytes=0))
+    e = est.update(a(220, "weight_load", read_bytes=2 * GB))      # 10 MB/s: 54 000 s left by the bytes
+    assert e.remaining_s is None and e.remaining_low_s == pytest.approx(1460 - 220)
+    assert e.text() == "ETA over 20m40s (longer than twice the longest earlier start, 12m10s)"
+    late = est.update(a(1500, "weight_load", read_bytes=20 * GB))
+    assert late.remaining_s is None and late.remaining_low_s is None and late.past_bound_s == pytest.approx(40)
+    assert late.text() == "ETA unknown (overdue by 40s: 24m20s is twice the longest earlier start)"
+
+
+def test_a_slow_shard_counter_does_not_grow_the_estimate_between_its_steps():
+    est = EtaEstimator([EARLIER])
+    est.update(a(0, "weight_load", shards_done=0, shards_total=8))
+    first = est.update(a(100, "weight_load", shards_done=1, shards_total=8))
+    later = est.update(a(150, "weight_load", shards_done=1, shards_total=8))
+    assert first.phase_remaining_s == pytest.approx(700)
+    assert later.phase_remaining_s == pytest.approx(650)
+
+
+def test_without_history_a_crawling_rate_gives_no_estimate_rather_than_hours():
+    est = EtaEstimator([], COLD_NOW)
+    est.update(a(20, "weight_load", read_bytes=0))
+    e = est.update(a(60, "weight_load", read_bytes=4 * 10**6))    # 100 kB/s
+    assert e.phase_remaining_s is None and e.remaining_s is None
+    fast = EtaEstimator([], COLD_NOW)
+    fast.update(a(20, "weight_load", read_bytes=0))
+    assert fast.update(a(60, "weight_load", read_bytes=44 * GB)).phase_remaining_s < MAX_ESTIMATE_S
 
 
 def test_without_history_it_says_so_and_estimates_only_the_current_phase_from_its_rate():

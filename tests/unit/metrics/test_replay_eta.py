@@ -22,7 +22,7 @@ def test_with_an_earlier_start_every_poll_has_an_eta_and_the_usual_time():
     assert json.loads(lines[-1])["verdict"] == "ready"
     polls = lines[:-1]
     assert len(polls) == 27
-    assert all("(usual 8m19s)" in line for line in polls[:-2]), polls
+    assert all("usual 8m19s)" in line for line in polls[:-2]), polls
     assert polls[-1].split()[1:] == ["ready", "ready"]
 
 
