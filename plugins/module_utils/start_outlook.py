@@ -15,7 +15,8 @@ fails is reported once through `warn` and never stops the watch. Standard librar
 """
 import time
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.eta import EtaEstimator, slower_than_usual
+from ansible_collections.sglang_ops.serving.plugins.module_utils.eta import EtaEstimator, LoadConditions, slower_than_usual
+from ansible_collections.sglang_ops.serving.plugins.module_utils.prewarm_reader import model_residency
 from ansible_collections.sglang_ops.serving.plugins.module_utils.phases import phase_rank
 from ansible_collections.sglang_ops.serving.plugins.module_utils.start_history import (
     HISTORY_LIMIT, SUPERVISOR_STARTS_DIR, load_history, model_of, supervisor_traces)
@@ -45,28 +46,50 @@ def time_to_ready(phases, history, ready_after_s):
                                   for p, took, usual in slower_than_usual(phases, history)]}
 
 
+def residency_conditions(model_path, weight_cache=False):
+    """The LoadConditions of a start of model_path on this host: the weight files' size and
+    what the page cache holds of them now (one mincore pass); ValueError when the kernel
+    would under-report residency to this user, OSError when the files cannot be read."""
+    residency, trusted = model_residency([model_path])
+    if not trusted:
+        raise ValueError("page-cache residency of %s is under-reported to this user (neither root nor "
+                         "the files' owner)" % model_path)
+    return LoadConditions(model_bytes=residency.size_bytes, resident_bytes=residency.resident_bytes,
+                          weight_cache=weight_cache)
+
+
 class StartOutlook:
-    def __init__(self, unit, history=(), write=None, previous_text=None, warn=None, clock=time.time, host=None):
+    def __init__(self, unit, history=(), write=None, previous_text=None, warn=None, clock=time.time, host=None,
+                 conditions=None, read_residency=None):
         self.unit = unit
         self.history = list(history)        # ready start records of this host, oldest first
         self.write = write
         self.warn = warn
         self.metrics = StartMetrics(unit, previous_text=previous_text, clock=clock, host=host)
         self.model = None
-        self.estimator = EtaEstimator(self.history[-HISTORY_LIMIT:])
+        # what a start reads and from where (eta.LoadConditions): given (the restart's prewarm
+        # measured it), or read_residency(model_path) once per attempt when the model is named
+        self.conditions = conditions
+        self.read_residency = read_residency
+        self._residency_read = False
+        self.estimator = EtaEstimator(self.history[-HISTORY_LIMIT:], conditions)
         self.phases = []                    # [{"phase", "started_s", "duration_s"}] of the current attempt
         self.ready_after_s = None
         self._write_failed = False
 
     @classmethod
-    def on_host(cls, unit, textfile_dir, starts_dir=SUPERVISOR_STARTS_DIR, warn=None, host=None):
+    def on_host(cls, unit, textfile_dir, starts_dir=SUPERVISOR_STARTS_DIR, warn=None, host=None, weight_cache=False):
         """The outlook of a host supervisor: history from its starts folder, the metrics
         file written in textfile_dir (counters read back from the file already there);
         with no textfile_dir, the estimate alone and no file. host: the inventory name
-        (the metrics' `host` label)."""
+        (the metrics' `host` label). The page-cache residency of the model is read once
+        per start, when SGLang names it; weight_cache: the server loads from an attached
+        weight cache (`--weight-cache-mode client`)."""
         history = load_history(supervisor_traces(starts_dir), limit=4 * HISTORY_LIMIT)
+        residency = lambda model: residency_conditions(model, weight_cache)  # noqa: E731
         if not textfile_dir:
-            return cls(unit, history, write=lambda n, text: None, previous_text=None, warn=warn, host=host)
+            return cls(unit, history, write=lambda n, text: None, previous_text=None, warn=warn, host=host,
+                       read_residency=residency)
         name = file_name(unit)
         try:
             with open("%s/%s" % (textfile_dir, name), encoding="utf-8") as fh:
@@ -74,7 +97,7 @@ class StartOutlook:
         except OSError:
             previous = None
         return cls(unit, history, write=lambda n, text: write_textfile(textfile_dir, n, text),
-                   previous_text=previous, warn=warn, host=host)
+                   previous_text=previous, warn=warn, host=host, read_residency=residency)
 
     def _history_of(self, model):
         same = [r for r in self.history if model is None or r.get("model") in (model, None)]
@@ -82,7 +105,8 @@ class StartOutlook:
 
     def begin_attempt(self, n):
         self.metrics.start(attempt=n)
-        self.estimator = EtaEstimator(self._history_of(self.model))
+        self.estimator = EtaEstimator(self._history_of(self.model), self.conditions)
+        self._residency_read = False
         self.phases, self.ready_after_s = [], None
 
     def on_poll(self, observation, assessment):
@@ -93,11 +117,21 @@ class StartOutlook:
             if model is not None:   # SGLang names its model in its first lines
                 self.model = model
                 self.estimator.use_history(self._history_of(model))
+        if self.model is not None and self.read_residency is not None and not self._residency_read:
+            self._residency_read = True
+            self._read_conditions(self.model)
         estimate = self.estimator.update(a)
         self._track_phase(a)
         self.metrics.observe(a, estimate)
         self._write()
         return estimate
+
+    def _read_conditions(self, model):
+        try:
+            self.estimator.use_conditions(self.read_residency(model))
+        except (OSError, ValueError) as exc:  # the ETA goes on from the history's reads alone
+            if self.warn is not None:
+                self.warn("ETA without page-cache residency: %s" % exc)
 
     def _track_phase(self, a):
         t, phase = a.get("t") or 0.0, a.get("phase")
