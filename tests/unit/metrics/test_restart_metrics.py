@@ -41,11 +41,11 @@ def test_every_poll_and_the_end_of_the_run_are_in_the_metrics_file(tmp_path):
     assert os.listdir(folder) == [file_name(UNIT)]           # no temporary left behind
     during = host.metric_writes[0]
     assert value(during, "sglang_start_in_progress{") == 1
-    assert value(during, 'sglang_start_phase{phase="weight_load"') == 1
+    assert value(during, 'sglang_start_phase{host="gpu-host-1",phase="weight_load"') == 1
     final = host.metric_writes[-1]
     assert value(final, "sglang_start_in_progress{") == 0
-    assert value(final, 'sglang_restarts_total{reason_code="stall_idle"') == 1
-    assert value(final, 'sglang_last_start_info{outcome="ready",reason_code="ready"') == 1
+    assert value(final, 'sglang_restarts_total{host="gpu-host-1",reason_code="stall_idle"') == 1
+    assert value(final, 'sglang_last_start_info{host="gpu-host-1",outcome="ready",reason_code="ready"') == 1
     assert value(final, "sglang_last_start_attempts{") == 2
     assert value(final, "sglang_last_start_needed_human{") == 0
     # 2 polls per attempt and the restart and the end of the run
@@ -60,8 +60,8 @@ def test_counters_carry_on_into_the_next_run_and_a_give_up_needs_a_human(tmp_pat
         res = proc.restart()
     assert res["outcome"] == "gave_up"
     final = host.metric_writes[-1]
-    assert value(final, 'sglang_restarts_total{reason_code="stall_idle"') == 1
-    assert value(final, 'sglang_starts_total{unit="%s",verdict="stalled"}' % UNIT) == 2
+    assert value(final, 'sglang_restarts_total{host="gpu-host-1",reason_code="stall_idle"') == 1
+    assert value(final, 'sglang_starts_total{host="gpu-host-1",unit="%s",verdict="stalled"}' % UNIT) == 2
     assert value(final, "sglang_last_start_needed_human{") == 1
 
 
