@@ -20,7 +20,8 @@ def _option(default=None, type="str", **spec):
     """A ProbeRequest field that is also an option of the sglang_probe module: its Ansible
     type and, where needed, aliases, choices or no_log."""
     spec["type"] = type
-    return field(default=default, metadata={"option": spec})
+    # called only in ProbeRequest's body, where dataclass() reads what it returns
+    return field(default=default, metadata={"option": spec})  # pylint: disable=invalid-field-call
 
 
 @dataclass

@@ -157,7 +157,7 @@ options:
     description: Also return RV(start_files), the files of this start's folder (a name under I(starts_dir)).
     type: str
   starts_dir:
-    description: The unit supervisor's per-start folders (roles/sglang_service: C(/var/lib/) and C(sglang_service_starts_state_directory)).
+    description: The unit supervisor's per-start folders (roles/sglang_service, C(/var/lib/) plus its C(sglang_service_starts_state_directory)).
     type: path
     default: /var/lib/sglang-ops/starts
   running_requests:
