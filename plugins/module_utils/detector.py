@@ -336,7 +336,8 @@ class Detector:
             moved.append("children")
         self._procs = procs
         cpu_s = procs.get("cpu_s")
-        self._frozen.update(t, cpu_s)
+        count = procs.get("count")
+        self._frozen.update(t, cpu_s, count if isinstance(count, int) and count > 0 else 1)
         if isinstance(cpu_s, (int, float)):
             if self._cpu is not None and cpu_s >= self._cpu[1] and t > self._cpu[0]:
                 self._prev_cpu_pct = self._cpu_pct

@@ -72,10 +72,10 @@ class DetectorSettings:
     cpu_burst_min_pct: float = 5.0
     cpu_burst_floor_share_pct: float = 33.0
     stall_parked_quiet_s: float = 120.0
-    # Rule 5: the unit's CPU time not moving (at most frozen_cpu_pct of one core) for
-    # stall_frozen_window_s, with no GPU at work and nothing else moving, is a frozen start,
-    # with or without GPU telemetry.
-    frozen_cpu_pct: float = 0.5
+    # Rule 5: the unit's CPU time not moving beyond a trickle (at most frozen_cpu_pct of one
+    # core per process: background threads of a hung process) for stall_frozen_window_s, with
+    # no GPU at work and nothing else moving, is a frozen start, with or without GPU telemetry.
+    frozen_cpu_pct: float = 1.0
     stall_frozen_window_s: float = 120.0
     # Every process of the unit stopped (state T) this long: nothing can move.
     stall_stopped_window_s: float = 60.0

@@ -65,7 +65,7 @@ class CpuBursts:
     """The unit's CPU rate per interval against its recent floor; `last_t` is the end of the
     latest interval that was a burst."""
 
-    def __init__(self, min_pct, floor_share_pct, history=12, min_history=4, ceiling_quantile=0.8):
+    def __init__(self, min_pct, floor_share_pct, history=12, min_history=4, ceiling_quantile=0.25):
         self.min_pct, self.share = min_pct, floor_share_pct / 100.0
         self.min_history, self.quantile = min_history, ceiling_quantile
         self._rates = deque(maxlen=history)
@@ -106,14 +106,15 @@ def stacks_changed(previous, current):
 
 class FrozenClock:
     """Since when the unit's summed CPU time has grown by no more than `frozen_pct` percent of
-    one core; an unknown reading neither starts nor ends a frozen spell."""
+    one core per process (the trickle of a hung process's background threads); an unknown
+    reading neither starts nor ends a frozen spell."""
 
     def __init__(self, frozen_pct):
         self.frozen_pct = frozen_pct
         self.since = None
         self._last = None   # (t, cpu_s)
 
-    def update(self, t, cpu_s):
+    def update(self, t, cpu_s, processes=1):
         if not isinstance(cpu_s, (int, float)) or isinstance(cpu_s, bool):
             return
         last = self._last
@@ -122,7 +123,7 @@ class FrozenClock:
                 self._last = (t, cpu_s)
             return
         rate_pct = (cpu_s - last[1]) / (t - last[0]) * 100.0
-        if cpu_s >= last[1] and rate_pct <= self.frozen_pct:
+        if cpu_s >= last[1] and rate_pct <= self.frozen_pct * max(1, processes):
             if self.since is None:
                 self.since = last[0]
         else:

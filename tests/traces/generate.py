@@ -157,6 +157,8 @@ class Sim:
                             "write_bytes": self.write_bytes, "comm": c}
         if self.no_gpu_reason:
             obs.setdefault("missing", {}).update({"gpus": self.no_gpu_reason, "gpu_procs": self.no_gpu_reason})
+            for i in range(self.gpus if callable(util) else 0):
+                util(i)     # the GPUs work on unseen (and the host with them)
         elif n in self.missing_gpus_polls:
             obs.setdefault("missing", {})["gpus"] = "nvidia-smi timed out after 10 s"
         else:
@@ -1169,12 +1171,13 @@ def stall_blind_frozen_cpu_clock_in_distributed_init_tp4():
 @scenario
 def healthy_blind_tuning_loop_low_cpu_same_stacks():
     sim = Sim("healthy_blind_tuning_loop_low_cpu_same_stacks",
-              "No GPU telemetry: a 14 min GPU-bound tuning loop with blocking synchronisation, host CPU 1-4% but "
-              "never stopping, the same stack on every sample, no log line, memory unknown (inside the 16 min idle "
-              "window a start without GPU readings gets, also when its stacks are lost).", family="new", seed=67)
+              "No GPU telemetry: a 14 min GPU-bound tuning loop with blocking synchronisation: the host at a trickle "
+              "between configs and awake for a second or two of work every 30-60 s, the same stack on every sample, "
+              "no log line, memory unknown (inside the 16 min idle window a start without GPU readings gets, also "
+              "when its stacks are lost).", family="new", seed=67)
     sim.no_gpu_reason = "nvidia-smi not found"
     warm_start_to_graph(sim)
-    sim.run(14 * 60, cpu_pct=2.5, stacks=TUNING_FRAMES, stacks_every_s=60)
+    sim.run(14 * 60, cpu_pct=0.3, util=burst_every(sim, 30, 60), stacks=TUNING_FRAMES, stacks_every_s=60)
     s_graph(sim)
     s_http_ready(sim)
     sim.expect_ready()

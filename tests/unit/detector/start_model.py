@@ -20,7 +20,7 @@ the way the channels behave on a real host (../shared/fault-catalog.md):
   two of work per burst, utilisation 0 except one burst of 2-27 % every 30-60 s);
 - stall kinds: `spin` (some GPUs at ~100 % with flat memory at about idle power, ranks
   busy-polling),
-  `idle` (everything flat), `wait_stacks` (every rank parked in a wait), `smi_wedged`
+  `idle` (everything flat, the CPU at a steady trickle), `wait_stacks` (every rank parked in a wait), `smi_wedged`
   (nvidia-smi times out every poll, ranks busy-polling), `stopped` (every process in
   state T).
 
@@ -231,6 +231,7 @@ class ModelStart(Start):
     def stall(self, kind, seconds, heartbeat=False):
         """`seconds` of one stall kind; nothing moves. The onset is the last poll before it."""
         spinning = set(self.rng.sample(range(self.gpus), self.rng.randint(1, self.gpus)))
+        trickle_pct = self.rng.uniform(0, 20)   # a hung start's threads tick at a steady rate
         end = self.t + seconds
         next_hb = self.t + 60
         while self.t < end:
@@ -243,7 +244,7 @@ class ModelStart(Start):
                 a = self.step(msgs, cpu_pct=self.rng.uniform(100, 900), stacks=STACKS[kind], smi_timeout=kind == "smi_wedged")
             elif kind in ("idle", "wait_stacks"):
                 self.util = [self.rng.randint(0, 2) for dummy in range(self.gpus)]
-                a = self.step(msgs, cpu_pct=self.rng.uniform(0, 20), stacks=STACKS[kind])
+                a = self.step(msgs, cpu_pct=trickle_pct * self.rng.uniform(0.8, 1.2), stacks=STACKS[kind])
             else:   # stopped
                 self.util = [0] * self.gpus
                 a = self.step(msgs, cpu_pct=0.0, stacks=STACKS[kind], states={"T": self.gpus + 2})

@@ -49,6 +49,9 @@ def test_a_frozen_clock_holds_while_cpu_time_does_not_move_and_ends_when_it_does
     assert c.held_s(40) == 40
     c.update(50, 101.0)
     assert c.held_s(50) == 0
+    c.update(60, 101.08, processes=2)   # 0.8 % of a core over two processes: a trickle
+    c.update(70, 101.16, processes=2)
+    assert c.held_s(70) == 20
 
 
 def test_frequent_bursts_do_not_raise_the_noise_ceiling_over_the_small_ones():

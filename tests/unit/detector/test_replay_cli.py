@@ -35,7 +35,7 @@ def test_verbose_prints_one_timeline_line_per_observation_before_the_verdict():
 def test_settings_can_be_overridden_from_the_command_line(tmp_path):
     trace = os.path.join(ROOT, "tests", "traces", "stall_capture_error_swallowed_idle.jsonl")
     default = json.loads(run("replay", trace).stdout.splitlines()[-1])
-    shorter = json.loads(run("replay", trace, "--set", "stall_idle_window_s=120").stdout.splitlines()[-1])
+    shorter = json.loads(run("replay", trace, "--set", "stall_frozen_window_s=60").stdout.splitlines()[-1])
     assert default["reason_code"] == shorter["reason_code"] == "stall_idle"
     assert shorter["t"] < default["t"]
 
