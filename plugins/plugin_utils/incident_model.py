@@ -313,8 +313,8 @@ def build_incident(header, observations, assessments, run=None, diagnostics=None
     inc = Incident(
         host=host or (run or {}).get("host", ""),
         unit=(run or {}).get("unit") or header.get("unit") or "the service",
-        source=((run or {}).get("source") or ("restart run" if run is not None
-                                               else "recorded trace %s" % header.get("name", "?"))),
+        source=((run or {}).get("source")
+                or ("restart run" if run is not None else "recorded trace %s" % header.get("name", "?"))),
         description=redact(header.get("description", "")),
         verdict=verdict, reason_code=code, reason=redact(reason),
         class_title=fc.title if fc else OTHER_CODE_TITLES.get(code, code),
@@ -371,7 +371,7 @@ _DIAG_ORDER = ("unit-status", "journal", "log-tail", "nvidia-smi", "py-spy", "po
 def _diag_order(item):
     """Attempt by attempt ("attempt-<n>/<file>", in number order), the files of each in
     the order worth reading."""
-    folder, _, name = item[0].rpartition("/")
+    folder, dummy, name = item[0].rpartition("/")
     attempt = folder.rpartition("-")[2]
     key = (int(attempt) if attempt.isdigit() else 0, folder)
     for i, prefix in enumerate(_DIAG_ORDER):
