@@ -34,7 +34,7 @@ import threading
 import time
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils import (
-    bounded_run, http_check, log_filter, log_pump, nvidia_smi, procfs, prometheus_text, pyspy, sd_notify, sglang_dialect,
+    bounded_run, http_check, log_filter, log_pump, nvidia_smi, observe_only, procfs, prometheus_text, pyspy, sd_notify, sglang_dialect,
     start_records, systemd_unit)
 from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Detector
 from ansible_collections.sglang_ops.serving.plugins.module_utils.durations import fmt_duration
@@ -123,6 +123,7 @@ class Supervisor:
         self.cpu_max_poll = 0.0
         self.outlook = None      # StartOutlook: the ETA, and the metrics file when metrics_dir is set
         self.attempt = 1         # systemd's restarts of the unit so far, plus one
+        self.observe_only = None  # a verdict_memory.ObserveOnly when rule 4 holds this start unkilled
 
     def clock(self):
         """The start's timeline in epoch seconds (see the class): monotonic underneath."""
@@ -219,7 +220,11 @@ class Supervisor:
         if not self.phase_entries or self.phase_entries[-1][0] != a.phase:
             self.phase_entries.append((a.phase, obs["t"]))
             self.say("phase %s at %s" % (a.phase, fmt_duration(obs["t"])))
-        line = progress_line(a)
+        # The outlook runs here rather than in the watch, so the ETA is in STATUS= and the record.
+        estimate = self.outlook.on_poll(obs, a) if self.outlook is not None else None
+        line = progress_line(a, estimate)
+        if self.observe_only is not None:
+            line += SEP + observe_only.words(self.observe_only)
         self.last_line = line
         self.notify.status(line)
         if not a.final:
@@ -249,11 +254,31 @@ class Supervisor:
             poll_s=self.s.poll_s, start_timeout_s=self.s.start_timeout_s or float("inf"),
             settings=DetectorSettings().with_overrides(self.s.detector),
             trace=TraceTarget(self.record.trace_path, "start-" + self.record.name, self.s.unit,
-                              "start of %s watched by its supervisor" % self.s.unit,
+                              "start of %s watched by its supervisor%s" % (self.s.unit, "" if self.observe_only is None
+                                                                          else "; " + observe_only.words(self.observe_only)),
                               open_writer=self.record.open_trace),
-            outlook=self.outlook)
+            outlook=None, observe_only=self.observe_only)   # the outlook runs in _on_poll
         return watch_start(_HostPort(self), options, self.t0,
-                           new_detector=lambda settings: _Observed(Detector(settings), self._on_poll))
+                           new_detector=lambda settings, **kw: _Observed(Detector(settings, **kw), self._on_poll))
+
+    def _observe_only_or_not(self):
+        """Rule 4: the same verdict ended the unit's last starts, so this one runs unkilled up
+        to a ceiling; said in the journal, STATUS=, the start record and the metrics."""
+        try:
+            self.observe_only = observe_only.on_host(
+                self.s.starts_dir, self.outlook.estimator.usual_total_s, self.s.observe_only_min_ceiling_s,
+                self.s.observe_only_ceiling_factor, exclude=self.record.path)
+        except (OSError, ValueError, TypeError, KeyError) as e:
+            # unreadable earlier starts cost rule 4's memory for this start, never the start
+            self.say("warning: the unit's earlier starts cannot be read for rule 4 (%s); this start is watched as usual" % e)
+            self.observe_only = None
+        if self.observe_only is None:
+            return
+        words = observe_only.words(self.observe_only)
+        self.say(words)
+        self.notify.status(words)
+        self.record.update(observe_only=observe_only.to_dict(self.observe_only))
+        self.outlook.metrics.observe_only(True)
 
     def _serve(self):
         """After READY: a completion every liveness_interval_s; returns the reason the
@@ -339,6 +364,8 @@ class Supervisor:
         finally:
             self._stop_child()
         self._count_failure(code, status)
+        # which rule decided: rule 4's memory skips starts a dead process ended (verdict_memory)
+        self.record.update(rule=((assessment or {}).get("evidence") or {}).get("rule"))
         return self._finish(verdict, phase, code, reason, status)
 
     def fault(self, exc):
@@ -383,10 +410,11 @@ class Supervisor:
 
     def _open_outlook(self):
         try:
-            return StartOutlook.on_host(self.s.unit, self.s.metrics_dir, self.s.starts_dir, warn=self.say)
+            return StartOutlook.on_host(self.s.unit, self.s.metrics_dir, self.s.starts_dir, warn=self.say,
+                                        host=self.s.host)
         except (OSError, ValueError) as e:   # an unreadable history or metrics file costs the ETA, not the start
             self.say("warning: the start history or metrics file cannot be read (%s); no ETA this start" % e)
-            return StartOutlook(self.s.unit, warn=self.say)
+            return StartOutlook(self.s.unit, warn=self.say, host=self.s.host)
 
     def run(self):
         """The start, from spawning the server to its end; the exit status. The server is
@@ -408,6 +436,7 @@ class Supervisor:
         self.attempt = (restarts or 0) + 1
         self.outlook = self._open_outlook()
         self.outlook.begin_attempt(self.attempt)
+        self._observe_only_or_not()
         self.api_key, why = self._read_key()
         if why:
             self.say(why)

@@ -173,8 +173,8 @@ def make_procedure(tmp_path, scripts, host=None, clock=None, probe=None, detecto
     scripts = list(scripts)
     detectors = []
 
-    def new_detector(settings):
-        del settings
+    def new_detector(settings, observe_only=None):
+        del settings, observe_only
         d = ScriptedDetector(scripts.pop(0))
         detectors.append(d)
         return d

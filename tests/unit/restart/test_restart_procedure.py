@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import os
 
@@ -73,19 +74,37 @@ def test_diagnostics_that_cannot_be_read_leave_the_reason_and_the_run_goes_on(tm
     assert "module timed out" in open(os.path.join(diag, "capture-failed.txt")).read()
 
 
-def test_same_failure_twice_hands_over_with_attempts_left(tmp_path):
-    proc, host, *_others = make_procedure(tmp_path, [[stalled("stall_idle")], [stalled("stall_idle")]], max_attempts=3)
+def test_same_failure_twice_with_no_attempt_left_is_handed_over(tmp_path):
+    proc, host, *_others = make_procedure(tmp_path, [[stalled("stall_idle")], [stalled("stall_idle")]], max_attempts=2)
     res = proc.restart()
     assert res["failed"] is True and res["outcome"] == "gave_up"
     assert host.events.count("start") == 2
-    assert res["gave_up_because"] == "same failure twice: stall_idle"
     for part in ("gpu-host-1", "weight_load", "stall_idle", "2 attempts", res["artifacts"]):
         assert part in res["msg"]
     run = _run_json(res)
-    assert run["outcome"] == "gave_up" and run["gave_up_because"] == "same failure twice: stall_idle"
+    assert run["outcome"] == "gave_up"
     assert [a["action"] for a in run["attempts"]] == ["restarted", "handed_over"]
     assert set(run["attempts"][0]) >= {"n", "trace", "verdict", "phase", "reason_code", "reason", "t",
                                        "action", "diagnostics"}
+
+
+def test_same_failure_twice_with_an_attempt_left_runs_the_next_start_observe_only(tmp_path):
+    # rule 4: a third stop for the same verdict would keep the server down by our own verdict
+    made = []
+    proc, host, *_others = make_procedure(tmp_path, [[stalled("stall_idle")], [stalled("stall_idle")], [ready()]],
+                                          max_attempts=3)
+    real_new = proc.options.new_detector
+
+    def new_detector(settings, observe_only=None):
+        made.append(observe_only)
+        return real_new(settings, observe_only)
+    proc.options = dataclasses.replace(proc.options, new_detector=new_detector)
+    res = proc.restart()
+    assert res["outcome"] == "ready" and host.events.count("start") == 3
+    assert made[:2] == [None, None] and made[2] is not None and made[2].phase == "weight_load"
+    run = _run_json(res)
+    assert [a["action"] for a in run["attempts"]][:2] == ["restarted", "restarted"]
+    assert "observe-only" in run["attempts"][2]["observe_only"]["words"]
 
 
 def test_failure_a_restart_cannot_fix_is_handed_over_at_once(tmp_path):
@@ -242,7 +261,7 @@ def test_hosts_watched_in_parallel_keep_their_own_state(tmp_path):
         proc.host = name
         results[name] = proc.restart()
 
-    threads = [threading.Thread(target=run, args=("a", [[stalled("stall_idle")], [stalled("stall_idle")]])),
+    threads = [threading.Thread(target=run, args=("a", [[stalled("stall_idle")], [stalled("stall_spin", "distributed_init")]])),
                threading.Thread(target=run, args=("b", [[progressing(), ready()]]))]
     for t in threads:
         t.start()

@@ -106,7 +106,8 @@ class _Port:
     def __init__(self):
         self.now, self.lines = 1000.0, []
 
-    def probe(self, cursor, stacks):
+    def probe(self, cursor, stacks, since_epoch_s):
+        del since_epoch_s
         return {"observation": {"ts": self.now, "unit": {"active": "active"}, "log": []}}
 
     def clock(self):
