@@ -181,8 +181,8 @@ class Detector:
         self._read_http(obs.get("http"), t, moved, first)
         sample = self._read_stacks(obs.get("stacks"), t)
         if sample is not None:
-            if stacks_changed(self._last_sample, sample):
-                moved.append("stacks")
+            if stacks_changed(self._last_sample, sample) and self._work_stack_t == t:
+                moved.append("stacks")   # ranks that moved into a wait are a stall starting, not life
             self._last_sample = sample
 
         for ch in moved:
@@ -575,7 +575,8 @@ class Detector:
         prev, cur = self._prev_cpu_pct, self._cpu_pct
         if prev is None or cur is None or prev <= 0:
             return False
-        return abs(cur - prev) / prev * 100.0 <= self.settings.cpu_pinned_change_pct
+        # a rate that fell is work stopping (the rank that raised), not a sign of life
+        return (cur - prev) / prev * 100.0 <= self.settings.cpu_pinned_change_pct
 
     def _freeze_words(self, t):
         sig = self._signals(t)
@@ -662,6 +663,9 @@ class Detector:
         # kernels may run flat out for long in the kernel phases, but not at idle power
         long_spin = phase in s.kernel_phases and not (gpus is not None and gpus.spin_at_idle_power)
         spin_window = s.stall_spin_kernel_phase_window_s if long_spin else s.stall_spin_window_s
+        if gpus is not None and gpus.spin_at_idle_power:
+            # the power reading confirms a spin-wait: no compute kernel draws idle power
+            spin_window = min(spin_window, s.stall_spin_idle_power_window_s)
         if spinning and self._spin.held_s(t) >= spin_window:
             evidence["rule"] = "rule 3: spinning signature"
             reason = "%d of %d GPUs at >= %d%% utilisation with flat memory for %s and nothing else moving: a hung collective" % (

@@ -28,6 +28,8 @@ class DetectorSettings:
     idle_util_pct: float = 10.0
     # Windows, measured from the moment the signature appeared (with no progress since).
     stall_spin_window_s: float = 300.0
+    # A spin whose GPUs draw about idle power (a spin-wait, confirmed by the power reading).
+    stall_spin_idle_power_window_s: float = 180.0
     stall_spin_kernel_phase_window_s: float = 1200.0
     kernel_phases: tuple = _KERNEL_PHASES
     stall_idle_window_s: float = 480.0
@@ -58,8 +60,9 @@ class DetectorSettings:
     # or no confirmation in that window, means it was survived.
     line_confirm_window_s: float = 60.0
     line_freeze_min_s: float = 10.0
-    # Without a GPU reading, a busy CPU whose rate changes by more than this (percent of the
-    # previous interval's rate) is work; a steady rate may be ranks busy-polling a collective.
+    # Without a GPU reading, a busy CPU whose rate rose by more than this (percent of the
+    # previous interval's rate) is work; a steady or falling rate may be ranks busy-polling
+    # a collective while the rank that raised has stopped.
     cpu_pinned_change_pct: float = 35.0
     # Rule 2: a GPU reading at or above gpu_burst_util_pct and gpu_burst_margin_pct above its
     # own recent noise ceiling is a burst of kernels (0, 2 %, 0, 18 %: work, not a hang).
