@@ -17,7 +17,9 @@ PREFIX = "ansible_collections.sglang_ops.serving.plugins."
 # start_outlook.py: the ETA and metrics file a host watcher updates every poll
 # (docs/metrics.md), on the target like the watch itself.
 ON_HOST_ENTRY_POINTS = sorted((PLUGINS / "modules").glob("*.py")) + [
-    MODULE_UTILS / "start_watch.py", MODULE_UTILS / "start_outlook.py", MODULE_UTILS / "supervisor.py"]
+    MODULE_UTILS / "start_watch.py", MODULE_UTILS / "start_outlook.py", MODULE_UTILS / "supervisor.py",
+    # the supervised unit's OnFailure= handler (roles/sglang_service, <unit>-needed-human.service)
+    MODULE_UTILS / "unit_failed.py"]
 
 
 def _collection_imports(path):
@@ -50,7 +52,7 @@ def _module_utils_reached_from(entry_points):
 
 def test_every_module_utils_file_is_used_on_the_target():
     on_disk = {p.stem for p in MODULE_UTILS.glob("*.py") if p.stem != "__init__"}
-    reached = _module_utils_reached_from(ON_HOST_ENTRY_POINTS) | {"start_watch", "start_outlook", "supervisor"}
+    reached = _module_utils_reached_from(ON_HOST_ENTRY_POINTS) | {p.stem for p in ON_HOST_ENTRY_POINTS if p.parent == MODULE_UTILS}
     assert on_disk - reached == set(), "only the controller imports these: move them to plugin_utils"
     assert reached <= on_disk
 

@@ -17,7 +17,7 @@ PYTHON = shutil.which("python3") or sys.executable
 # A stall in CUDA graph capture: every signal flat from t=150.
 RECORDED = os.path.join(ROOT, "tests", "traces", "stall_capture_error_swallowed_idle.jsonl")
 # The demo's supervisor windows (inventories/demo/group_vars/sglang.yml), scaled to this trace's poll.
-SUPERVISOR_WINDOWS = {"stall_idle_window_s": 120, "suspect_after_s": 30}
+SUPERVISOR_WINDOWS = {"stall_idle_window_s": 60, "stall_frozen_window_s": 60, "suspect_after_s": 30}
 
 
 class _ReplayedHost:
@@ -26,8 +26,8 @@ class _ReplayedHost:
     def __init__(self, observations, poll_s):
         self.observations, self.poll_s, self.now = list(observations), poll_s, 1000.0
 
-    def probe(self, cursor, stacks):
-        del cursor, stacks
+    def probe(self, cursor, stacks, since_epoch_s):
+        del cursor, stacks, since_epoch_s
         return {"observation": self.observations.pop(0), "cursor": None}
 
     def verb(self, name):
@@ -62,7 +62,7 @@ def _replay(*args):
 def test_the_trace_header_records_the_settings_that_decided_and_the_code_version(tmp_path):
     dummy_decided, trace = _supervised_start(tmp_path)
     header, dummy_obs = read_trace(trace)
-    assert header["settings"]["stall_idle_window_s"] == 120.0
+    assert header["settings"]["stall_idle_window_s"] == 60.0
     assert header["settings"]["stall_spin_window_s"] == DetectorSettings().stall_spin_window_s
     with open(os.path.join(ROOT, "galaxy.yml"), encoding="utf-8") as fh:
         version = next(line.split(":", 1)[1].strip() for line in fh if line.startswith("version:"))
@@ -79,11 +79,11 @@ def test_replay_of_a_supervised_start_reaches_the_supervisor_verdict(tmp_path):
 
 def test_replay_with_default_settings_ignores_the_recorded_ones(tmp_path):
     dummy_decided, trace = _supervised_start(tmp_path)
-    # The trace ends where the supervisor decided, before the default window has passed.
+    # The trace ends where the supervisor decided, before the default windows have passed.
     assert _replay(trace, "--settings-from", "default")["verdict"] == "undecided"
 
 
 def test_an_override_applies_on_top_of_the_recorded_settings(tmp_path):
     decided, trace = _supervised_start(tmp_path)
-    shorter = _replay(trace, "--set", "stall_idle_window_s=60")
+    shorter = _replay(trace, "--set", "stall_frozen_window_s=30", "--set", "stall_idle_window_s=30")
     assert shorter["reason_code"] == "stall_idle" and shorter["t"] < decided.t

@@ -73,9 +73,9 @@ def test_recorded_stall_is_detected_restarted_and_a_recorded_warm_start_is_ready
     assert any(line.startswith("post_load") for line in lines)
 
 
-def test_recorded_packing_error_that_repeats_is_handed_over(tmp_path):
+def test_recorded_packing_error_that_repeats_is_handed_over_when_no_attempt_is_left(tmp_path):
     _, obs = read_trace(_trace("seed_packing_error.jsonl"))
-    proc, host, _ = _procedure_on(tmp_path, [obs, obs])
+    proc, host, _ = _procedure_on(tmp_path, [obs, obs], max_attempts=2)
     res = proc.restart()
     assert res["outcome"] == "gave_up" and res["failed"]
     codes = [a["reason_code"] for a in res["attempts"]]
