@@ -63,6 +63,8 @@ def _judge_outcome(label, result, end_t):
             return Judgement(PASS, "ready at t=%s" % t)
         return Judgement(NO_READY, "verdict %s, never ready" % verdict)
     if verdict not in ACTED:
+        if label.patient and end_t is not None and _in_budget(label, end_t):
+            return Judgement(PASS, "patient: %s to the end of the recording (expect.without_gpu)" % verdict)
         if end_t is not None and _in_budget(label, end_t):
             return Judgement(MISSED_AT_END, "MISSED (%s); the trace ended inside the budget" % verdict)
         return Judgement(MISSED, "MISSED (%s)" % verdict)

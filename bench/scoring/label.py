@@ -19,6 +19,11 @@ class Label:
     phase: str | None
     poll_s: float
     has_stacks: bool
+    # Set on a variant whose trace says its fault cannot be told from healthy work without
+    # that variant's missing channel for as long as it was recorded (expect.without_gpu:
+    # "patient"): undecided to the end is then the right answer (rule 5), a verdict after
+    # the onset is fine too, and one before it is still premature.
+    patient: bool = False
 
     @classmethod
     def of(cls, header, observations):
@@ -31,7 +36,7 @@ class Label:
             raise ValueError("trace %s: a %s label needs a numeric onset_t" % (header.get("name"), expect["outcome"]))
         return cls(outcome=expect["outcome"], onset_t=None if onset_t is None else float(onset_t),
                    phase=expect.get("phase"), poll_s=poll_s_of(header),
-                   has_stacks=any("stacks" in o for o in observations))
+                   has_stacks=any("stacks" in o for o in observations), patient=expect.get("patient") is True)
 
     @property
     def budget_s(self):

@@ -73,3 +73,14 @@ def test_a_replay_error_is_its_own_kind():
 def test_a_fault_label_without_onset_is_refused():
     with pytest.raises(ValueError, match="onset_t"):
         Label.of(header("stalled", None), [obs(0)])
+
+
+def test_a_patient_label_passes_undecided_to_the_end_but_not_a_premature_verdict():
+    patient = Label.of(dict(header("stalled", 100.0, 10.0, "cuda_graph"),
+                            expect={"outcome": "stalled", "onset_t": 100.0, "phase": "cuda_graph", "patient": True}),
+                       [obs(0)])
+    assert patient.patient
+    assert j.judge(patient, verdict("undecided", 400.0), end_t=400.0).ok
+    assert j.judge(patient, verdict("stalled", 300.0), end_t=400.0).ok
+    assert j.judge(patient, verdict("stalled", 20.0), end_t=400.0).kind == j.PREMATURE
+    assert not j.judge(label("stalled", 100.0), verdict("undecided", 400.0), end_t=400.0).ok

@@ -136,3 +136,14 @@ def test_every_variant_of_the_repositorys_traces_meets_the_trace_format(tmp_path
     variants, refused = variant_runs(recorded, list(p.PERTURBATIONS), 0, str(tmp_path))
     assert refused == []
     assert len(variants) == len(recorded) * len(p.PERTURBATIONS)
+
+
+def test_no_gpu_marks_a_trace_patient_only_when_its_expect_says_so():
+    h, observations = trace(5)
+    plain, _ = apply("no_gpu", h, observations)
+    assert "patient" not in plain["expect"]
+    h["expect"]["without_gpu"] = "patient"
+    blind, _ = apply("no_gpu", h, observations)
+    assert blind["expect"]["patient"] is True
+    no_stacks, _ = apply("no_stacks", h, observations)
+    assert "patient" not in no_stacks["expect"]
