@@ -7,13 +7,13 @@ that decided:
 2. any sign of life defers: progress channels, bursts of GPU utilisation, child processes
    coming and going, stacks that change (life_signs.py);
 3. a stall needs a positive signature: frozen, parked (identical stacks in a wait, GPUs
-   flat), spinning, stopped, or dead (this module's `_judge_silence`);
+   flat), spinning, stopped (stall_signatures.py), or dead (the unit's main process gone);
 4. never keep a server down by our own verdict: observe-only starts (observe_gate.py);
 5. blind means patient, not deaf: longer windows without GPU readings or stacks, a frozen
-   CPU clock or stopped processes decide alone, and a hard ceiling ends every start.
+   CPU clock or stopped processes decide alone, and a hard ceiling ends every start
+   (stall_signatures.py).
 Records journald cut at LineMax are joined before anything reads them.
 """
-import functools
 import re
 from dataclasses import dataclass, field
 
@@ -28,14 +28,11 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.line_confirmati
 from ansible_collections.sglang_ops.serving.plugins.module_utils.observe_gate import CEILING_CODE, OBSERVING, ObserveOnlyGate
 from ansible_collections.sglang_ops.serving.plugins.module_utils.phases import PhaseModel
 from ansible_collections.sglang_ops.serving.plugins.module_utils.sglang_dialect import bar_kind
+from ansible_collections.sglang_ops.serving.plugins.module_utils.stall_signatures import (
+    DEVICE_SYNC, Silence, StallSignatures, wait_frame)
 
 
 COMPILER_COMMS = re.compile(r"^(cc1plus|cc1|cicc|nvcc|ptxas|nvlink|fatbinary|cudafe\+\+|gcc|g\+\+|c\+\+|cc|clang\+\+|clang|ld|ld\.lld|as|ninja|make)$")
-WAIT_FRAME = re.compile(r"wait|barrier|futex|poll|select|recv|sleep|acquire|join|synchroni[sz]e|"
-                        r"all_?reduce|all_?gather|broadcast|reduce_?scatter|all_?to_?all|nccl|accept|lock", re.I)
-# A device synchronize is where GPU-bound work (autotune, benchmarking) waits too: without a
-# GPU reading it proves nothing.
-DEVICE_SYNC = re.compile(r"synchroni[sz]e|elapsed_time|do_bench|bench", re.I)
 DEAD_ACTIVE = ("failed", "inactive", "deactivating")
 STOPPED_STATES = ("T", "t")
 DEAD_SUB = ("dead", "failed", "auto-restart", "exited", "stop", "stop-sigterm", "stop-sigkill", "stop-post", "final-sigterm", "final-sigkill")
@@ -76,30 +73,6 @@ class _GpuSample:
     between: bool = False     # some GPU between idle and spin, or bursting above its noise: kernels finishing
 
 
-class _Clock:
-    """How long a signature has held; one missed poll is forgiven (noise, a late sample)."""
-
-    def __init__(self):
-        self.since = None
-        self.misses = 0
-
-    def update(self, present, t):
-        if present:
-            if self.since is None:
-                self.since = t
-            self.misses = 0
-        else:
-            self.misses += 1
-            if self.misses >= 2:
-                self.since = None
-
-    def held_s(self, t):
-        return 0.0 if self.since is None or self.misses else t - self.since
-
-    def reset(self):
-        self.since, self.misses = None, 0
-
-
 class Detector:
     """Everything it needs comes with the observations; the thresholds are the settings."""
 
@@ -111,6 +84,7 @@ class Detector:
         self._bursts = GpuBursts(s.gpu_burst_util_pct, s.gpu_burst_margin_pct)
         self._frozen = FrozenClock(s.frozen_cpu_pct)
         self._cpu_bursts = CpuBursts(s.cpu_burst_min_pct, s.cpu_burst_floor_share_pct)
+        self.signatures = StallSignatures(s)
         self._procs = None        # the last procs reading (children coming and going)
         self._last_sample = None  # the last py-spy sample {rank: frames}
         self._prev_cpu_pct = None
@@ -139,9 +113,6 @@ class Detector:
         # progress bookkeeping
         self.last_moved = {}
         self._last_progress_t = None
-        self._last_busy_t = None
-        self._spin = _Clock()
-        self._idle = _Clock()
         self._stacks = []         # [(t, {rank: frames})] taken since the last progress
         self._last_stack_t = None
         # lines and records
@@ -154,8 +125,6 @@ class Detector:
         self._gpu_active_t = None
         self._gpu_run = 0         # polls in a row with a GPU reading, this one included
         self._idle_power_w = None  # lowest power of a GPU seen idle: what a GPU draws doing nothing
-        self._idle_gpu_seen = False
-        self._stopped = _Clock()
         self._smi_since = None    # first nvidia-smi timeout of the current run of them
         self._procs_stopped = False
         self._work_stack_t = None  # last stack sample in which a rank was computing, not waiting
@@ -189,8 +158,7 @@ class Detector:
             self.last_moved[ch] = t
         if moved:
             self._last_progress_t = t
-            self._spin.reset()
-            self._idle.reset()
+            self.signatures.on_progress()
             self._stacks = [s for s in self._stacks if s[0] >= t]
         progress = self._progress(t)
         evidence = {"moved": sorted(set(moved)), "last_moved": dict(self.last_moved)}
@@ -487,7 +455,7 @@ class Detector:
         self._stacks = self._stacks[-8:] + [(t, sample)]
         self._last_stack_t = t
         depth = self.settings.stack_wait_depth
-        waits = [_wait_frame(frames, depth) for frames in sample.values() if frames]
+        waits = [wait_frame(frames, depth) for frames in sample.values() if frames]
         if any(w is None for w in waits):
             self._work_stack_t = t
         elif waits and all(DEVICE_SYNC.search(w) for w in waits):
@@ -600,165 +568,18 @@ class Detector:
                 "spin_gpus": spin_gpus, "spinning": len(spin_gpus) >= s.spin_min_gpus, "stopped": self._procs_stopped}
 
     def _judge_silence(self, t, evidence, progress):
+        """Rules 3 and 5 (stall_signatures.py) on what the detector has seen since the last progress."""
         s = self.settings
-        phase = self.phases.phase
-        quiet_s = t - self._last_progress_t
         cpu_known = self._cpu_pct is not None and self._cpu_t is not None and t - self._cpu_t <= s.signal_stale_s
-        cpu_idle = cpu_known and self._cpu_pct < s.cpu_idle_pct
-        gpus = self._fresh_gpus(t)
-        gpu_active = gpus is not None and gpus.active
-        spin_gpus = gpus.spinning if gpus is not None and not gpu_active else []
-        spinning = len(spin_gpus) >= s.spin_min_gpus
-        gpus_idle = gpus is not None and gpus.all_idle
-        # no GPU reading and the ranks waiting on their GPUs: the GPUs may well be computing
-        gpu_wait_blind = gpus is None and self._sync_stack_t is not None and t - self._sync_stack_t <= 3 * s.stacks_interval_s
-        # without a GPU reading the idle window grows (rule 5: stall_idle_blind_window_s)
-        idle = cpu_idle and not self._compilers and (gpus_idle or (gpus is None and not gpu_wait_blind))
-        busy = cpu_known and not cpu_idle and not spinning
-        # Busy CPU is work only when something says it computes: GPUs answering and not
-        # spinning, kernels coming and going, a stack in a compute loop, a compiler. Alone
-        # it is as likely a rank busy-polling a hung collective.
-        recent_work_stack = self._work_stack_t is not None and t - self._work_stack_t <= 3 * s.stacks_interval_s
-        working = gpu_active or gpu_wait_blind or (busy and (gpus is not None or recent_work_stack or bool(self._compilers)))
-        if working:
-            self._last_busy_t = t
-        stopped = self._procs_stopped
-        if gpu_active or self._cpu_bursts.last_t == t:
-            # kernels come and go, or the host woke for a burst of work (a stuck process does
-            # neither): no idle spell, no spin
-            self._idle.reset()
-            self._spin.reset()
-        self._spin.update(spinning, t)
-        self._idle.update(idle, t)
-        self._stopped.update(stopped, t)
-        if idle and gpus_idle:
-            self._idle_gpu_seen = True
-        elif not idle:
-            self._idle_gpu_seen = False
-        signature = ("stopped" if stopped else "spin" if spinning else "idle" if idle else "gpu_active" if gpu_active
-                     else "busy" if busy else "unknown")
-        evidence.update({"signature": signature, "no_progress_s": round(quiet_s, 1)})
-        if spinning:
-            evidence["spin_gpus"] = spin_gpus
-        if cpu_known:
-            evidence["cpu_pct"] = round(self._cpu_pct, 1)
-        if gpus is None:
-            evidence["gpus"] = "unanswered since %s" % fmt_duration(t - self._smi_since) if self._smi_since is not None else "unknown"
-
-        confirmed = self._identical_wait_stacks(t, cpu_idle, gpus, stopped)
-        if confirmed:
-            evidence["rule"] = "rule 3: %s signature (identical stacks in a wait, %s)" % (
-                "spinning" if spinning else "parked", confirmed["hardware"])
-            evidence["stacks"] = confirmed
-            code = "stall_spin" if spinning else "stall_wait_stacks"
-            what = ("%d GPU(s) spinning and " % len(spin_gpus)) if spinning else ""
-            reason = "%sall %d sampled ranks show the same stack, parked in %s, on samples %ds apart (%s); nothing moved for %s" % (
-                what, confirmed["ranks"], confirmed["wait_frame"], confirmed["gap_s"], confirmed["hardware"], fmt_duration(quiet_s))
-            return self._decide(Assessment(t, phase, "stalled", code, reason, evidence, progress))
-
-        if stopped and self._stopped.held_s(t) >= s.stall_stopped_window_s:
-            evidence["rule"] = "rule 5: every process stopped (state T), evidence on its own"
-            reason = "every process of the unit stopped (state T) for %s: nothing can move" % fmt_duration(self._stopped.held_s(t))
-            return self._decide(Assessment(t, phase, "stalled", "stall_idle", reason, evidence, progress))
-        # kernels may run flat out for long in the kernel phases, but not at idle power
-        long_spin = phase in s.kernel_phases and not (gpus is not None and gpus.spin_at_idle_power)
-        spin_window = s.stall_spin_kernel_phase_window_s if long_spin else s.stall_spin_window_s
-        if gpus is not None and gpus.spin_at_idle_power:
-            # the power reading confirms a spin-wait: no compute kernel draws idle power
-            spin_window = min(spin_window, s.stall_spin_idle_power_window_s)
-        if spinning and self._spin.held_s(t) >= spin_window:
-            evidence["rule"] = "rule 3: spinning signature"
-            reason = "%d of %d GPUs at >= %d%% utilisation with flat memory for %s and nothing else moving: a hung collective" % (
-                len(spin_gpus), gpus.count, s.spin_util_pct, fmt_duration(self._spin.held_s(t)))
-            return self._decide(Assessment(t, phase, "stalled", "stall_spin", reason, evidence, progress))
-        frozen_s = min(self._frozen.held_s(t), quiet_s)
-        if frozen_s >= s.stall_frozen_window_s and not spinning and not gpu_active and (gpus is None or gpus.all_idle):
-            evidence["rule"] = "rule 5: frozen CPU clock, evidence on its own"
-            evidence["signature"] = "frozen"
-            reason = "the unit's CPU time has not moved for %s (%s) and nothing else moved: every process frozen" % (
-                fmt_duration(frozen_s), "GPUs idle" if gpus is not None else "no GPU reading")
-            return self._decide(Assessment(t, phase, "stalled", "stall_idle", reason, evidence, progress))
-        idle_window = s.stall_idle_window_s if self._idle_gpu_seen else s.stall_idle_blind_window_s
-        if idle and self._idle.held_s(t) >= idle_window:
-            evidence["rule"] = "rule 3: %s signature" % ("idle" if self._idle_gpu_seen else "idle without a GPU reading (rule 5 window)")
-            gpu_words = "GPUs idle" if self._idle_gpu_seen else "no GPU reading"
-            reason = "every signal flat for %s: CPU %.0f%%, %s, no disk I/O, no new log lines" % (
-                fmt_duration(self._idle.held_s(t)), self._cpu_pct, gpu_words)
-            return self._decide(Assessment(t, phase, "stalled", "stall_idle", reason, evidence, progress))
-        if gpus is None and self._smi_since is not None and not gpu_active and t - self._smi_since >= s.stall_gpu_unanswered_window_s \
-                and t - self._last_progress_t >= s.stall_gpu_unanswered_window_s:
-            evidence["rule"] = "rule 5: nvidia-smi wedged while nothing moves"
-            reason = "nvidia-smi has timed out for %s while the unit runs and nothing moved for %s: a wedged GPU (hung collective)" % (
-                fmt_duration(t - self._smi_since), fmt_duration(quiet_s))
-            return self._decide(Assessment(t, phase, "stalled", "stall_spin", reason, evidence, progress))
-        calm_since = max(self._last_progress_t, self._last_busy_t or self._last_progress_t)
-        if quiet_s >= s.stall_busy_no_progress_s or t - calm_since >= s.stall_no_progress_s:
-            evidence["rule"] = "rule 5: hard ceiling without progress"
-            reason = "no progress on any channel for %s (signature: %s)" % (fmt_duration(quiet_s), signature)
-            return self._decide(Assessment(t, phase, "stalled", "stall_no_progress", reason, evidence, progress))
-
-        want = quiet_s >= s.stacks_after_quiet_s and (
-            self._last_stack_t is None or self._last_stack_t < self._last_progress_t or t - self._last_stack_t >= s.stacks_interval_s)
-        if spinning and self._spin.held_s(t) >= s.suspect_after_s:
-            return Assessment(t, phase, "suspect", "suspect_spin", "nothing moved for %s; %d GPU(s) at ~100%% with flat memory" % (
-                fmt_duration(quiet_s), len(spin_gpus)), evidence, progress, want)
-        if (idle or stopped) and max(self._idle.held_s(t), self._stopped.held_s(t)) >= s.suspect_after_s:
-            return Assessment(t, phase, "suspect", "suspect_idle", "nothing moved for %s; CPU, GPUs and disk all idle" % (
-                fmt_duration(quiet_s)), evidence, progress, want)
-        if signature == "busy":
-            words = "nothing moved for %s; CPU busy (%.0f%%), likely working silently" % (fmt_duration(quiet_s), self._cpu_pct)
-        elif signature == "gpu_active":
-            words = "nothing moved for %s; GPU utilisation changing, kernels running" % fmt_duration(quiet_s)
-        else:
-            words = "nothing moved for %s" % fmt_duration(quiet_s)
-        return Assessment(t, phase, "quiet", "quiet", words, evidence, progress, want)
-
-    def _identical_wait_stacks(self, t, cpu_idle, gpus, stopped):
-        """Two samples since the last progress, far enough apart, identical, every rank waiting,
-        and the hardware agreeing that nothing runs: stacks say where a rank is, not whether
-        it is stuck."""
-        s = self.settings
-        if len(self._stacks) < 2:
-            return None
-        t_new, new = self._stacks[-1]
-        if t_new != t:
-            return None
-        # the latest sample far enough back: if the stacks changed since, the ranks moved
-        earlier = [(t_old, old) for t_old, old in self._stacks[:-1] if t_new - t_old >= s.stacks_min_gap_s]
-        if not earlier:
-            return None
-        t_old, old = earlier[-1]
-        common = [r for r in new if r in old]
-        if not common or any(new[r] != old[r] for r in common):
-            return None
-        waits = [_wait_frame(new[r], s.stack_wait_depth) for r in common]
-        if not cpu_idle and not all(waits):
-            return None
-        if stopped:
-            hardware = "every process stopped"
-        elif gpus is not None:
-            # utilisation flat since the older sample: all idle, or spinning on some ranks
-            if (self._gpu_active_t is not None and self._gpu_active_t > t_old) or not (gpus.all_idle or gpus.spinning):
-                return None
-            if self._gpu_run < s.stacks_gpu_flat_polls:
-                return None   # too few readings in a row: a burst may have fallen on a lost one
-            if gpus.all_idle:
-                # parked needs no burst of work, on the GPUs or the CPU, for longer than a
-                # tuning loop waits between configs (its GPU bursts fall between readings;
-                # its CPU bursts add up in the counter)
-                last_burst = max(self._gpu_active_t or 0.0, self._cpu_bursts.last_t or 0.0, self._last_progress_t)
-                if t - last_burst < s.stall_parked_quiet_s:
-                    return None
-            hardware = "GPUs idle" if gpus.all_idle else "GPUs spinning, utilisation flat"
-        elif any(_host_wait_frame(new[r], s.stack_collective_depth) for r in common) and all(waits):
-            # every rank waits and some wait on the host, not only for their own GPUs: SGLang's
-            # ranks run one code path in lockstep, so ranks parked apart wait on each other
-            hardware = "no GPU reading; every rank waiting, on the host or a collective"
-        else:
-            return None
-        frame = next((w for w in waits if w), (new[common[0]] or ("?",))[0])
-        return {"ranks": len(common), "gap_s": int(t_new - t_old), "wait_frame": frame,
-                "frames": list(new[common[0]][:6]), "cpu_idle": cpu_idle, "hardware": hardware}
+        seen = Silence(t=t, phase=self.phases.phase, last_progress_t=self._last_progress_t, cpu_pct=self._cpu_pct,
+                       cpu_known=cpu_known, gpus=self._fresh_gpus(t), gpu_active_t=self._gpu_active_t,
+                       gpu_run=self._gpu_run, smi_since=self._smi_since, cpu_burst_t=self._cpu_bursts.last_t,
+                       frozen_s=self._frozen.held_s(t), stopped=self._procs_stopped, compilers=self._compilers,
+                       stacks=self._stacks, last_stack_t=self._last_stack_t, work_stack_t=self._work_stack_t,
+                       sync_stack_t=self._sync_stack_t)
+        j = self.signatures.judge(seen, evidence)
+        assessment = Assessment(t, seen.phase, j.verdict, j.reason_code, j.reason, evidence, progress, j.want_stacks)
+        return self._decide(assessment) if j.verdict == "stalled" else assessment
 
     def _decide(self, assessment, dead=False):
         """Latch a final verdict, unless the observe-only gate holds it (rule 4): then only a
@@ -811,22 +632,3 @@ class Detector:
             "elapsed_s": t,
         }
 
-
-@functools.lru_cache(maxsize=1024)
-def _wait_frame(frames, depth):
-    """The first of the `depth` innermost frames that is a wait primitive, else None."""
-    for f in frames[:depth]:
-        name = f.strip().split(" ", 1)[0]
-        if WAIT_FRAME.search(name):
-            return name
-    return None
-
-
-@functools.lru_cache(maxsize=1024)
-def _host_wait_frame(frames, depth):
-    """A collective or host wait among the `depth` innermost frames (a device synchronize is not one)."""
-    for f in frames[:depth]:
-        name = f.strip().split(" ", 1)[0]
-        if WAIT_FRAME.search(name) and not DEVICE_SYNC.search(name):
-            return name
-    return None
