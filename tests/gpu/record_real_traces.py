@@ -408,6 +408,13 @@ def main():
         c = (obs.get("http") or {}).get("completion")
         return isinstance(c, dict) and bool(c.get("ok"))
 
+    def record_until_ready(rec, recorded):
+        """A healthy start, polled until its first completion is answered, written as ready."""
+        run_scenario(rec, answered, after_s=a.poll_s, deadline=t_begin + a.budget_s)
+        rec.write({"outcome": "ready", "phase": "ready"}, recorded)
+        rec.stop()
+        summary[rec.name] = {"polls": rec.n, "costs": rec.costs, "missing": rec.missing, "smi": rec.smi}
+
     if "compile" in scenarios:
         cache = os.path.join(a.work, "compile-cache")
         subprocess.run(["rm", "-rf", cache])
@@ -421,10 +428,7 @@ def main():
                        port, argv=tp_server_argv(a, port, "compile", ["--dist-port", "29513", "--compile-s", str(a.compile_s)]
                                                  + a.tp_extra.split()),
                        unit="tp-server (pid mode)", gpus=a.tp_size)
-        run_scenario(rec, answered, after_s=a.poll_s, deadline=t_begin + a.budget_s)
-        rec.write({"outcome": "ready", "phase": "ready"}, {"compile_s": a.compile_s})
-        rec.stop()
-        summary[rec.name] = {"polls": rec.n, "costs": rec.costs, "missing": rec.missing, "smi": rec.smi}
+        record_until_ready(rec, {"compile_s": a.compile_s})
         port += 1
 
     if "sparse" in scenarios:
@@ -436,10 +440,7 @@ def main():
                        "one-token completion is answered." % (a.tp_size, a.tune_s),
                        port, argv=tp_server_argv(a, port, "sparse", ["--dist-port", "29514"] + a.tp_extra.split()),
                        unit="tp-server (pid mode)", gpus=a.tp_size)
-        run_scenario(rec, answered, after_s=a.poll_s, deadline=t_begin + a.budget_s)
-        rec.write({"outcome": "ready", "phase": "ready"}, {"tune_s": a.tune_s})
-        rec.stop()
-        summary[rec.name] = {"polls": rec.n, "costs": rec.costs, "missing": rec.missing, "smi": rec.smi}
+        record_until_ready(rec, {"tune_s": a.tune_s})
         port += 1
 
     hangs = {"spin": ("real_h200_stall_kernel_never_ends", "cuda_graph", "29515",
