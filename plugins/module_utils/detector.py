@@ -631,4 +631,3 @@ class Detector:
             "http": http,
             "elapsed_s": t,
         }
-

@@ -86,7 +86,9 @@ class StartOutlook:
         per start, when SGLang names it; weight_cache: the server loads from an attached
         weight cache (`--weight-cache-mode client`)."""
         history = load_history(supervisor_traces(starts_dir), limit=4 * HISTORY_LIMIT)
-        residency = lambda model: residency_conditions(model, weight_cache)  # noqa: E731
+
+        def residency(model):
+            return residency_conditions(model, weight_cache)
         if not textfile_dir:
             return cls(unit, history, write=lambda n, text: None, previous_text=None, warn=warn, host=host,
                        read_residency=residency)

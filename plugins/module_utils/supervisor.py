@@ -250,12 +250,12 @@ class Supervisor:
     # ------------------------------------------------------------------ the start
     def _watch_start(self):
         """The collection's watch (start_watch.watch_start) with this process as its host port."""
+        held = "" if self.observe_only is None else "; " + observe_only.words(self.observe_only)
         options = WatchOptions(
             poll_s=self.s.poll_s, start_timeout_s=self.s.start_timeout_s or float("inf"),
             settings=DetectorSettings().with_overrides(self.s.detector),
             trace=TraceTarget(self.record.trace_path, "start-" + self.record.name, self.s.unit,
-                              "start of %s watched by its supervisor%s" % (self.s.unit, "" if self.observe_only is None
-                                                                          else "; " + observe_only.words(self.observe_only)),
+                              "start of %s watched by its supervisor%s" % (self.s.unit, held),
                               open_writer=self.record.open_trace),
             outlook=None, observe_only=self.observe_only)   # the outlook runs in _on_poll
         return watch_start(_HostPort(self), options, self.t0,

@@ -68,15 +68,15 @@ def test_spinning_gpus_stall_after_the_spin_window_and_sooner_at_idle_power():
     t, j, ev = first_stall(silent_polls(400, cpu_pct=100.0, cpu_known=True, gpus=gpus_spinning))
     assert (t, j.reason_code, ev["rule"]) == (310, "stall_spin", "rule 3: spinning signature")
     assert "8 of 8 GPUs at >= 90% utilisation" in j.reason
-    t, j, _ = first_stall(silent_polls(400, cpu_pct=100.0, cpu_known=True,
-                                       gpus=lambda t: gpus_spinning(t, at_idle_power=True)))
+    t, j, dummy_ev = first_stall(silent_polls(400, cpu_pct=100.0, cpu_known=True,
+                                              gpus=lambda t: gpus_spinning(t, at_idle_power=True)))
     assert (t, j.reason_code) == (190, "stall_spin")
 
 
 def test_spinning_before_its_window_is_suspect_and_asks_for_stacks():
     polls = silent_polls(300, cpu_pct=100.0, cpu_known=True, gpus=gpus_spinning)
     assert first_stall(polls) is None
-    t, j, _ = polls[-1]
+    dummy_t, j, dummy_ev = polls[-1]
     assert (j.verdict, j.reason_code, j.want_stacks) == ("suspect", "suspect_spin", True)
 
 

@@ -10,7 +10,7 @@ WRITER = PLUGIN_UTILS + ".incident_report"
 
 
 def hand_over(tmp_path):
-    proc, _host, _probe, _clock, lines, _ = make_procedure(tmp_path, [[stalled("stall_spin", "distributed_init")]])
+    proc, dummy_host, dummy_probe, dummy_clock, lines, dummy_left = make_procedure(tmp_path, [[stalled("stall_spin", "distributed_init")]])
     return proc.restart(), lines
 
 
@@ -43,5 +43,5 @@ def test_a_report_that_fails_to_render_is_named_too(tmp_path, monkeypatch):
 
 
 def test_a_written_report_has_no_error(tmp_path):
-    res, _ = hand_over(tmp_path)
+    res, dummy_lines = hand_over(tmp_path)
     assert res["report"]["markdown"].endswith("report.md") and "report_error" not in res

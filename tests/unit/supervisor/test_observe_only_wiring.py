@@ -4,7 +4,6 @@ answer reaches the detector and every line on-call reads. verdict_memory's own d
 is pinned by its tests; here a recording double stands in for it."""
 import dataclasses
 import json
-import os
 import sys
 import types
 
