@@ -8,7 +8,7 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils import systemd_
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart_procedure import (
     RemoteStepFailed, RestartOptions, supervised_option_problem)
 
-from restart_fakes import FakeHost, holder, make_procedure
+from ansible_collections.sglang_ops.serving.tests.unit.restart.restart_fakes import FakeHost, holder, make_procedure
 
 DEFAULTS = {"detector": {}, "max_attempts": 3, "backoff_base_s": 10.0, "backoff_max_s": 120.0,
             "stop_timeout_s": 330.0, "failed_stop_timeout_s": 20.0, "release_timeout_s": 120.0,
