@@ -12,8 +12,11 @@ human, and the supervisor can only record the first itself:
 - no_restart: a start ended with a class a restart cannot help (its exit status is in
   RestartPreventExitStatus=); the supervisor already wrote gave_up in the metrics.
 
-Any other failed result (on systemd 254 and later the handler also runs on failures that
-systemd then restarts) changes nothing. The result comes from $MONITOR_SERVICE_RESULT and
+systemd 252 (Debian 12) keeps Result=exit-code when it refuses the restart ("Start request
+repeated too quickly"), so a restartable result with no restart coming (the unit stays
+failed, neither auto-restart nor activating, for RESTART_WAIT_S) is a start limit too. A
+restart that comes (on systemd 254 and later the handler also runs on failures that systemd
+then restarts) changes nothing. The result comes from $MONITOR_SERVICE_RESULT and
 $MONITOR_EXIT_STATUS (systemd 251+), else from `systemctl show` of the unit. Standard
 library only: this runs on the host, as the service user, in the handler's own sandbox.
 """
@@ -31,22 +34,44 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.start_outlook i
 from ansible_collections.sglang_ops.serving.plugins.module_utils.supervisor_settings import SupervisorSettings
 
 START_LIMIT_HIT = "start-limit-hit"
+# How long a restartable failure may sit failed before a restart shows (auto-restart,
+# activating): systemd moves a unit it restarts out of "failed" at once.
+RESTART_WAIT_S = 5.0
+RESTART_COMING = ("auto-restart",)
+RUNNING_STATES = ("activating", "active", "reloading")
 START_LIMIT = "start_limit"
 NO_RESTART = "no_restart"
 EXIT_USAGE, EXIT_SETTINGS = 2, 64
 
 
-def needs_human(result, exit_status):
+def needs_human(result, exit_status, restart_coming=True):
     """START_LIMIT, NO_RESTART, or None when systemd restarts the unit (or nothing failed).
     result: the unit's Result (start-limit-hit, exit-code, signal, ...); exit_status: the
-    main process's exit status (an int, or None)."""
+    main process's exit status (an int, or None); restart_coming: whether systemd is
+    restarting the unit (restart_coming())."""
     if result == START_LIMIT_HIT:
         return START_LIMIT
     if result == "exit-code" and exit_status is not None:
         cls = class_of_exit_code(exit_status)
         if cls is not None and not cls.restart_helps:
             return NO_RESTART
+    if result and result != "success" and not restart_coming:
+        return START_LIMIT
     return None
+
+
+def restart_coming(unit, show=None, sleep=time.sleep, wait_s=RESTART_WAIT_S, step_s=0.5):
+    """Whether systemd restarts the unit: its state shows a restart (auto-restart, or already
+    activating or running again) within wait_s."""
+    waited = 0.0
+    while True:
+        props = (show or _systemctl_show)(unit)
+        if props.get("SubState") in RESTART_COMING or props.get("ActiveState") in RUNNING_STATES:
+            return True
+        if waited >= wait_s:
+            return False
+        sleep(step_s)
+        waited += step_s
 
 
 def words(why, unit, record):
@@ -76,11 +101,12 @@ def unit_result(unit, environ, show=None):
 
 def _systemctl_show(unit):
     try:
-        out = subprocess.run(["systemctl", "show", "-p", "Result,ExecMainStatus", "--", unit], capture_output=True,
+        out = subprocess.run(["systemctl", "show", "-p", "Result,ExecMainStatus,ActiveState,SubState", "--", unit],
+                             capture_output=True,
                              text=True, timeout=10, check=False).stdout
     except (OSError, subprocess.TimeoutExpired):
         return {}
-    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    return dict(line.split("=", 1) for line in out.split("\n") if "=" in line)
 
 
 def record(settings, unit, why, now, warn):
@@ -127,7 +153,7 @@ def _finish_metrics(settings, rec, now, warn):
         warn("warning: cannot write %s (%s)" % (exc.filename or name, exc.strerror or exc))
 
 
-def main(argv, environ=None, show=None, now=time.time):
+def main(argv, environ=None, show=None, now=time.time, sleep=time.sleep):
     """sglang-unit-failed --settings FILE.json UNIT; the exit status (0 also when nothing
     needed recording: the handler never fails the unit's failure a second time)."""
     environ = os.environ if environ is None else environ
@@ -146,6 +172,8 @@ def main(argv, environ=None, show=None, now=time.time):
 
     result, status = unit_result(unit, environ, show)
     why = needs_human(result, status)
+    if why is None and result and result != "success":
+        why = needs_human(result, status, restart_coming(unit, show, sleep))
     if why is None:
         say("%s failed with %s (exit status %s): systemd restarts it, nothing to record" % (unit, result, status))
         return 0

@@ -32,9 +32,13 @@ def _host(tmp_path, verdict="stalled", reason_code="stall_idle"):
     return str(settings), starts, metrics
 
 
-def _run(settings, environ):
-    return unit_failed.main(["--settings", settings, UNIT + ".service"], environ=environ, show=lambda u: {},
-                            now=lambda: NOW)
+RESTARTING = {"ActiveState": "activating", "SubState": "auto-restart"}
+LEFT_FAILED = {"ActiveState": "failed", "SubState": "failed"}
+
+
+def _run(settings, environ, state=None):
+    return unit_failed.main(["--settings", settings, UNIT + ".service"], environ=environ,
+                            show=lambda u: dict(state or RESTARTING), now=lambda: NOW, sleep=lambda s: None)
 
 
 def test_the_start_limit_needs_a_human_and_ends_the_watched_start(tmp_path):
@@ -62,6 +66,23 @@ def test_a_failure_systemd_restarts_changes_nothing(tmp_path):
     assert after == before
 
 
+def test_on_systemd_252_a_refused_restart_keeps_result_exit_code_and_is_the_start_limit(tmp_path):
+    # "Start request repeated too quickly", then "Failed with result 'exit-code'" (seen on the
+    # Debian 12 test host): the last start's restartable status, and no restart coming
+    settings, starts, metrics = _host(tmp_path)
+    environ = {"MONITOR_SERVICE_RESULT": "exit-code", "MONITOR_EXIT_STATUS": str(exit_code("stall_idle"))}
+    assert _run(settings, environ, state=LEFT_FAILED) == 0
+    assert json.loads((starts / NAME / "verdict.json").read_text())["needed_human"]["why"] == "start_limit"
+    assert 'sglang_last_start_needed_human{host="gpu-a1",unit="%s"} 1' % UNIT in \
+        (metrics / "sglang_ops_sglang_k26_ddtree.prom").read_text()
+
+
+def test_a_restart_that_shows_late_is_still_a_restart():
+    states = iter([LEFT_FAILED, LEFT_FAILED, RESTARTING])
+    assert unit_failed.restart_coming(UNIT, show=lambda u: next(states), sleep=lambda s: None)
+    assert not unit_failed.restart_coming(UNIT, show=lambda u: LEFT_FAILED, sleep=lambda s: None)
+
+
 def test_a_failure_a_restart_cannot_help_is_marked_in_the_record_and_the_metrics_are_the_supervisors(tmp_path):
     settings, starts, metrics = _host(tmp_path, verdict="failed", reason_code="fatal_oom")
     before = (metrics / "sglang_ops_sglang_k26_ddtree.prom").read_text()
@@ -75,7 +96,7 @@ def test_without_systemds_variables_the_result_is_read_from_the_unit(tmp_path):
     asked = []
     rc = unit_failed.main(["--settings", settings, UNIT + ".service"], environ={},
                           show=lambda u: asked.append(u) or {"Result": "start-limit-hit", "ExecMainStatus": "76"},
-                          now=lambda: NOW)
+                          now=lambda: NOW, sleep=lambda s: None)
     assert rc == 0 and asked == [UNIT + ".service"]
     assert json.loads((starts / NAME / "verdict.json").read_text())["needed_human"]["why"] == "start_limit"
 
@@ -84,6 +105,8 @@ def test_needs_human_tells_the_start_limit_from_a_failure_that_is_restarted():
     assert unit_failed.needs_human("start-limit-hit", None) == "start_limit"
     assert unit_failed.needs_human("exit-code", exit_code("fatal_oom")) == "no_restart"
     assert unit_failed.needs_human("exit-code", exit_code("stall_idle")) is None
+    assert unit_failed.needs_human("exit-code", exit_code("stall_idle"), restart_coming=False) == "start_limit"
+    assert unit_failed.needs_human("success", 0, restart_coming=False) is None
     assert unit_failed.needs_human("watchdog", None) is None
     assert unit_failed.needs_human("timeout", None) is None
 
