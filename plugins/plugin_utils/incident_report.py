@@ -16,7 +16,6 @@ section of the failure class.
 import json
 import os
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import trace_format
 from ansible_collections.sglang_ops.serving.plugins.module_utils.redaction import redact_tree
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import incident_start_folder
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import runbook as runbook_mod
@@ -184,18 +183,11 @@ def check_run(run, run_path):
 def _read_run(run_dir):
     run_path = os.path.join(run_dir, "run.json")
     try:
-        with open(run_path, "rb") as fh:
-            raw = fh.read(MAX_RUN_JSON_BYTES + 1)
+        run = incident_start_folder.read_json_record(run_path, MAX_RUN_JSON_BYTES, "run record")
     except OSError as exc:
         raise ReportInputError("%s is not a run directory (no readable run.json: %s)" % (run_dir, exc.strerror or exc))
-    if len(raw) > MAX_RUN_JSON_BYTES:
-        raise ReportInputError("%s: larger than %d MiB: not a run record" % (run_path, MAX_RUN_JSON_BYTES // 2**20))
-    try:
-        run = trace_format.parse_json_line(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ReportInputError("%s: not UTF-8 text (byte 0x%02x at offset %d)" % (run_path, raw[exc.start], exc.start))
     except ValueError as exc:
-        raise ReportInputError("%s: not JSON: %s" % (run_path, exc))
+        raise ReportInputError(str(exc))
     return check_run(run, run_path)
 
 

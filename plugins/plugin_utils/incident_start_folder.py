@@ -5,11 +5,10 @@ against the ready starts before it in the same root (their verdict.json).
 
     start_folder_run(start_dir) -> a run.json-shaped dict, or ValueError naming the problem
 """
-import json
 import os
 import time
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import start_records
+from ansible_collections.sglang_ops.serving.plugins.module_utils import start_records, trace_format
 from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import FAILURE_CLASSES
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.supervised_restart import start_time_to_ready
 
@@ -27,19 +26,28 @@ def _iso(epoch_s):
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch_s))
 
 
+def read_json_record(path, max_bytes, kind):
+    """The JSON value of a record file (a run.json, a verdict.json) of at most max_bytes;
+    ValueError naming the file when it is larger, not UTF-8 or not JSON. OSError passes up:
+    what an unreadable file means is the caller's to say."""
+    with open(path, "rb") as fh:
+        raw = fh.read(max_bytes + 1)
+    if len(raw) > max_bytes:
+        raise ValueError("%s: larger than %d MiB: not a %s" % (path, max_bytes // 2**20, kind))
+    try:
+        return trace_format.parse_json_line(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ValueError("%s: not UTF-8 text (byte 0x%02x at offset %d)" % (path, raw[exc.start], exc.start))
+    except ValueError as exc:
+        raise ValueError("%s: not JSON: %s" % (path, exc))
+
+
 def _read_verdict(folder):
     path = os.path.join(folder, start_records.VERDICT)
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_VERDICT_BYTES + 1)
+        record = read_json_record(path, MAX_VERDICT_BYTES, "start record")
     except OSError as exc:
         raise ValueError("cannot read %s: %s" % (path, exc.strerror or exc))
-    if len(raw) > MAX_VERDICT_BYTES:
-        raise ValueError("%s: larger than %d MiB: not a start record" % (path, MAX_VERDICT_BYTES // 2**20))
-    try:
-        record = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ValueError("%s: not a JSON start record: %s" % (path, exc))
     if not isinstance(record, dict) or not isinstance(record.get("verdict"), str):
         raise ValueError("%s: not a start record (no verdict)" % path)
     return record
