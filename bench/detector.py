@@ -21,8 +21,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "collections")]
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Detector  # noqa: E402
-from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings  # noqa: E402
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector import Detector  # noqa: E402
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings  # noqa: E402
 from bench.scoring import judge as judging  # noqa: E402
 from bench.scoring.baselines import watch  # noqa: E402
 from bench.scoring.label import Label  # noqa: E402

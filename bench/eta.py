@@ -42,12 +42,12 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "collections")]
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Detector  # noqa: E402
-from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings  # noqa: E402
-from ansible_collections.sglang_ops.serving.plugins.module_utils.eta import (  # noqa: E402
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector import Detector  # noqa: E402
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings  # noqa: E402
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.eta import (  # noqa: E402
     LONGEST_FACTOR, MIN_PHASE_BYTES, EtaEstimator, LoadConditions)
-from ansible_collections.sglang_ops.serving.plugins.module_utils.start_history import record_from_trace  # noqa: E402
-from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import read_trace  # noqa: E402
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.start_history import record_from_trace  # noqa: E402
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import read_trace  # noqa: E402
 
 TRACE_DIRS = tuple(os.path.join(ROOT, "tests", "traces", *sub) for sub in ((), ("corpus",), ("real",)))
 WARM_LOAD_BPS = 548e9 / 40.0     # healthy_warm_cache: the K2.6 weights from the page cache in 40 s
@@ -257,7 +257,7 @@ def eta_table(all_pairs):
 
 def metrics_write_ms(starts, rounds=3):
     """The slowest per-poll render + atomic write over the corpus, best of `rounds`, and the median."""
-    from ansible_collections.sglang_ops.serving.plugins.module_utils.start_metrics import StartMetrics, write_textfile
+    from ansible_collections.sglang_ops.serving.plugins.module_utils.records.start_metrics import StartMetrics, write_textfile
     best = None
     with tempfile.TemporaryDirectory() as folder:
         for _ in range(rounds):

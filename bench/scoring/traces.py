@@ -1,13 +1,13 @@
 """Trace files for the scoring tools: found in folders, read and written.
 
-Reading goes through the project's own reader (plugins/module_utils/trace_format.py),
+Reading goes through the project's own reader (plugins/module_utils/records/trace_format.py),
 so a variant that does not meet the format is refused before it is replayed.
 """
 import glob
 import json
 import os
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import TraceFormatError, read_trace
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import TraceFormatError, read_trace
 
 __all__ = ("TraceFormatError", "read_trace", "trace_paths", "write_trace")
 

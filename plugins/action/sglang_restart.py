@@ -14,9 +14,9 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import retry_policy
-from ansible_collections.sglang_ops.serving.plugins.module_utils import start_watch
-from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings
-from ansible_collections.sglang_ops.serving.plugins.module_utils.systemd_unit import check_unit_name
+from ansible_collections.sglang_ops.serving.plugins.module_utils.services import start_watch
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host.systemd_unit import check_unit_name
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import (
     host_lock, prewarm_step, remote_host_port, server_sync)
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import RunArtifacts, iso_utc

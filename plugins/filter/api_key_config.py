@@ -1,8 +1,8 @@
-# The api-key line of SGLang's --config file (plugins/module_utils/api_key_config.py).
+# The api-key line of SGLang's --config file (plugins/module_utils/host/api_key_config.py).
 # Documented in api_key_config.yml beside this file.
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import api_key_config
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host import api_key_config
 
 
 def api_key_config_line(key):

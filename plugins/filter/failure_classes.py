@@ -1,7 +1,7 @@
 # The supervisor's exit statuses from the failure-class table
-# (plugins/module_utils/failure_classes.py), for the unit's RestartPreventExitStatus=.
+# (plugins/module_utils/model/failure_classes.py), for the unit's RestartPreventExitStatus=.
 # Documented in the .yml file beside this one.
-from ansible_collections.sglang_ops.serving.plugins.module_utils import failure_classes
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model import failure_classes
 
 
 def restart_prevent_exit_statuses(_unused=None):

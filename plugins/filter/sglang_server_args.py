@@ -29,8 +29,17 @@ _FLAGS = (
 )
 _NODE_OPTIONS = ("nodes", "node_rank", "dist_init_host", "dist_init_port")
 _OPTIONAL = {"config_file": "", "extra_args": [], "nodes": [], "node_rank": 0, "dist_init_host": "",
-             "dist_init_port": 20000}
+             "dist_init_port": 20000, "weight_cache_mode": "off", "weight_cache_timeout_s": 1800}
 OPTIONS = tuple(name for name, _flag, _kind in _FLAGS) + tuple(_OPTIONAL)
+# "daemon" (an engine-spawned daemon that dies with the engine) brings no restart gain: the role
+# runs the standalone daemon in its own unit and the engine attaches to it as a client.
+_WEIGHT_CACHE_MODES = ("off", "client")
+# The weight cache daemon builds the same weights as the engine from these of its options
+# (SGLang compares model, parallelism, quantization and dtype, else the engine loads from disk).
+_DAEMON_FLAGS = tuple(entry for entry in _FLAGS if entry[0] in ("model_path", "tp_size", "trust_remote_code",
+                                                               "loader_threads"))
+DAEMON_OPTIONS = tuple(name for name, _flag, _kind in _DAEMON_FLAGS) + ("timeout_s", "extra_args",
+                                                                         "daemon_extra_args")
 
 
 def _number(name, value, kind):
@@ -81,6 +90,26 @@ def _node_lines(options):
             ["--dist-init-addr", addr]]
 
 
+def _weight_cache_lines(options):
+    """--weight-cache-mode client and its readiness timeout; nothing for off (SGLang's default)."""
+    mode = options["weight_cache_mode"]
+    if mode not in _WEIGHT_CACHE_MODES:
+        raise AnsibleFilterError("sglang_server_args: weight_cache_mode must be one of %s, got %r"
+                                 % (", ".join(_WEIGHT_CACHE_MODES), mode))
+    if mode == "off":
+        return []
+    timeout_s = _number("weight_cache_timeout_s", options["weight_cache_timeout_s"], int)
+    if timeout_s < 1:
+        raise AnsibleFilterError("sglang_server_args: weight_cache_timeout_s must be at least 1, got %r" % (timeout_s,))
+    return [["--weight-cache-mode", mode], ["--weight-cache-timeout", str(timeout_s)]]
+
+
+def _extra_lines(name, extra):
+    if not isinstance(extra, list):
+        raise AnsibleFilterError("sglang_server_args: %s must be a list, got %r" % (name, extra))
+    return [list(item) if isinstance(item, (list, tuple)) else item for item in extra]
+
+
 def sglang_server_args(options):
     """The server's command line after `python -m sglang.launch_server`, one list per ExecStart
     line: --config (when config_file is set), the flags of the role's variables in a fixed
@@ -101,12 +130,37 @@ def sglang_server_args(options):
             lines.append(line)
         if name == "tp_size":
             lines.extend(_node_lines(options))
-    extra = options["extra_args"]
-    if not isinstance(extra, list):
-        raise AnsibleFilterError("sglang_server_args: extra_args must be a list, got %r" % (extra,))
-    return lines + [list(item) if isinstance(item, (list, tuple)) else item for item in extra]
+    return lines + _weight_cache_lines(options) + _extra_lines("extra_args", options["extra_args"])
+
+
+def sglang_weight_cache_daemon_args(options):
+    """The weight cache daemon's command line after `python -m sglang.srt.weight_cache.daemon`,
+    one list per ExecStart line: the engine's weight-shaping flags (model path, TP size,
+    --trust-remote-code, the loader config), --timeout and --weight-cache-timeout (its readiness
+    wait and its ranks' barrier), the engine's extra_args (so quantization, dtype and parallelism
+    flags match the engine's), then daemon_extra_args."""
+    if not isinstance(options, dict):
+        raise AnsibleFilterError("sglang_weight_cache_daemon_args: expects a mapping of options, got %r" % (options,))
+    unknown = sorted(set(options) - set(DAEMON_OPTIONS))
+    missing = [name for name in DAEMON_OPTIONS if name not in options]
+    if unknown or missing:
+        raise AnsibleFilterError("sglang_weight_cache_daemon_args: %s" % "; ".join(
+            (["unknown options: " + ", ".join(unknown)] if unknown else [])
+            + (["missing options: " + ", ".join(missing)] if missing else [])))
+    lines = []
+    for name, flag, kind in _DAEMON_FLAGS:
+        line = _line(name, flag, kind, options[name], options)
+        if line:
+            lines.append(line)
+    timeout_s = _number("timeout_s", options["timeout_s"], int)
+    if timeout_s < 1:
+        raise AnsibleFilterError("sglang_weight_cache_daemon_args: timeout_s must be at least 1, got %r" % (timeout_s,))
+    lines += [["--timeout", str(timeout_s)], ["--weight-cache-timeout", str(timeout_s)]]
+    return (lines + _extra_lines("extra_args", options["extra_args"])
+            + _extra_lines("daemon_extra_args", options["daemon_extra_args"]))
 
 
 class FilterModule:
     def filters(self):
-        return {"sglang_server_args": sglang_server_args}
+        return {"sglang_server_args": sglang_server_args,
+                "sglang_weight_cache_daemon_args": sglang_weight_cache_daemon_args}

@@ -69,7 +69,7 @@ import pwd
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import cache_persistence as cp
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host import cache_persistence as cp
 
 
 def _user_name(uid):

@@ -103,7 +103,7 @@ queued:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import haproxy_runtime
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host import haproxy_runtime
 
 ARGUMENT_SPEC = dict(
     socket=dict(type="str", required=True),

@@ -159,9 +159,9 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import page_cache
-from ansible_collections.sglang_ops.serving.plugins.module_utils import prewarm_decision
-from ansible_collections.sglang_ops.serving.plugins.module_utils import prewarm_reader
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host import page_cache
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host import prewarm_decision
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host import prewarm_reader
 
 
 def _mem_available_bytes():

@@ -312,7 +312,7 @@ cost:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.probe import (
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host.probe import (
     argument_spec, probe, request_from_params, request_problems)
 
 

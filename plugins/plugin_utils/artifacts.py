@@ -9,7 +9,7 @@ import os
 import re
 import time
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.redaction import redact
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.redaction import redact
 
 
 def redact_secrets(text):

@@ -4,7 +4,7 @@ GPUs count as released, when a stop is over. Pure, so the preflight rules are un
 """
 from dataclasses import dataclass, field
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import sglang_dialect
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model import sglang_dialect
 
 NVIDIA_SMI_TIMEOUT_S = 20     # each nvidia-smi call of a GPU holder read
 

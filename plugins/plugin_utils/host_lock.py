@@ -24,7 +24,7 @@ import socket
 import time
 import uuid
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.durations import fmt_duration
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.durations import fmt_duration
 
 LOCK_DIR = "/run/sglang-ops"
 LOCK_NAME = "restart.lock"

@@ -2,8 +2,8 @@
 detector's decision, the journal and the measured signals. Pure functions."""
 import re
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import sglang_dialect
-from ansible_collections.sglang_ops.serving.plugins.module_utils.redaction import redact
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model import sglang_dialect
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.redaction import redact
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import trace_signals
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_words import fmt_duration, fmt_t
 

@@ -7,8 +7,8 @@ render this one model, so the three never disagree.
 import re
 from dataclasses import asdict, dataclass, field
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import FAILURE_CLASSES, FINAL_VERDICTS, UNDECIDED
-from ansible_collections.sglang_ops.serving.plugins.module_utils.redaction import redact
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.failure_classes import FAILURE_CLASSES, FINAL_VERDICTS, UNDECIDED
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.redaction import redact
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import trace_signals
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_evidence import (
     ERROR_LINE, evidence_lines, onset, short)

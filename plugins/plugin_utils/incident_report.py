@@ -16,13 +16,13 @@ section of the failure class.
 import json
 import os
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.redaction import redact_tree
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.redaction import redact_tree
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import incident_start_folder
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import runbook as runbook_mod
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_model import build_incident
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report_markdown import render_markdown
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.timeline_svg import render_svg
-from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import read_trace
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import read_trace
 
 REPORT_MD = "report.md"
 REPORT_JSON = "report.json"
@@ -38,8 +38,8 @@ class ReportInputError(ValueError):
 def replay(header, observations, settings=None):
     """The detector's assessment (as a dict) for every observation, in order: for a trace
     that does not carry the watcher's own assessments."""
-    from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Detector
-    from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings
+    from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector import Detector
+    from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings
 
     base = DetectorSettings()
     if settings:

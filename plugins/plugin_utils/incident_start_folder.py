@@ -1,4 +1,4 @@
-"""A start the unit's supervisor recorded on the host (module_utils/start_records.py:
+"""A start the unit's supervisor recorded on the host (module_utils/records/start_records.py:
 <starts root>/<stamp>/ with verdict.json, trace.jsonl and diagnostics/) read as the run
 record a report is built from: one attempt, decided by the supervisor, its time to ready
 against the ready starts before it in the same root (their verdict.json).
@@ -8,8 +8,11 @@ against the ready starts before it in the same root (their verdict.json).
 import os
 import time
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import start_records, trace_format
-from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import FAILURE_CLASSES
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records import (
+    start_records,
+    trace_format,
+)
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.failure_classes import FAILURE_CLASSES
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.supervised_restart import start_time_to_ready
 
 MAX_VERDICT_BYTES = 4 * 2**20

@@ -5,7 +5,7 @@ A run of several attempts is told on one axis (run_axis_offsets): t = 0 when the
 attempt's watch began, each attempt's own times shifted by when its watch began."""
 from dataclasses import dataclass, replace
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.redaction import redact
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.redaction import redact
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_words import PHASE_WORDS
 
 MAX_TIMELINE_LOG_LINES = 60

@@ -1,7 +1,7 @@
 """The words and number formats every part of the incident report shares."""
 import time
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.durations import fmt_duration
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.durations import fmt_duration
 
 PHASE_WORDS = {
     "starting": "process start and argument parsing",

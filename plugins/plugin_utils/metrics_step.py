@@ -1,13 +1,13 @@
-"""The restart action's side of the start outlook (module_utils/start_outlook.py): the
+"""The restart action's side of the start outlook (module_utils/services/start_outlook.py): the
 history of the host's earlier starts from the artifacts folder, and the metrics file
 read from and written to the host through the action's shell step."""
 import os
 import shlex
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.start_history import (
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.start_history import (
     HISTORY_LIMIT, artifact_traces, load_history)
-from ansible_collections.sglang_ops.serving.plugins.module_utils.start_metrics import file_name
-from ansible_collections.sglang_ops.serving.plugins.module_utils.start_outlook import StartOutlook
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.start_metrics import file_name
+from ansible_collections.sglang_ops.serving.plugins.module_utils.services.start_outlook import StartOutlook
 
 WRITE_TIMEOUT_S = 30
 

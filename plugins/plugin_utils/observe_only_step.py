@@ -1,10 +1,10 @@
-"""The restart action's side of rule 4 (module_utils/observe_only.py): the earlier starts
+"""The restart action's side of rule 4 (module_utils/services/observe_only.py): the earlier starts
 of the unit are the attempts of this run and of the host's earlier runs, as their run.json
 files recorded them (artifacts/<host>/<stamp>/run.json), newest first."""
 import json
 import os
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import observe_only
+from ansible_collections.sglang_ops.serving.plugins.module_utils.services import observe_only
 
 RECENT_RUNS = 5      # earlier runs read; rule 4 needs the last few starts only
 

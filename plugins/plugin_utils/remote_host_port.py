@@ -9,7 +9,7 @@ step and the probe module; unit tests hand in a scripted host.
 import dataclasses
 import time
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.probe import ProbeRequest
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host.probe import ProbeRequest
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import systemctl_verbs
 
 PROBE_OPTIONS = frozenset(f.name for f in dataclasses.fields(ProbeRequest))

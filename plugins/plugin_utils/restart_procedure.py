@@ -12,19 +12,21 @@ import random
 import signal
 
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import retry_policy
-from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Detector
-from ansible_collections.sglang_ops.serving.plugins.module_utils.durations import fmt_duration
-from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings
-from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import FAILURE_CLASSES
-from ansible_collections.sglang_ops.serving.plugins.module_utils.progress_line import progress_line
-from ansible_collections.sglang_ops.serving.plugins.module_utils import systemd_unit
-from ansible_collections.sglang_ops.serving.plugins.module_utils.start_watch import TraceTarget, WatchOptions, watch_start
-from ansible_collections.sglang_ops.serving.plugins.module_utils import observe_only as observe_only_words
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector import Detector
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.durations import fmt_duration
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.failure_classes import FAILURE_CLASSES
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.progress_line import progress_line
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host import systemd_unit
+from ansible_collections.sglang_ops.serving.plugins.module_utils.services.start_watch import TraceTarget, WatchOptions, watch_start
+from ansible_collections.sglang_ops.serving.plugins.module_utils.services import (
+    observe_only as observe_only_words,
+)
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import observe_only_step
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import (
     host_checks, host_lock, metrics_step, server_sync, supervised_restart, systemctl_verbs)
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import iso_utc, redact_secrets
-from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import (
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import (
     TraceFormatError, code_version, header_settings, read_trace, relative_observation)
 
 RELEASE_POLL_S = 2.0
@@ -154,7 +156,7 @@ class RestartProcedure:
         self.prewarm = prewarm  # prewarm(options, step_s, max_total_s) -> summary (issue: shorter restarts)
         self.lock = lock  # host_lock.HostLock, or None where no other run can interfere (tests)
         self.server = server  # server_sync.ServerSync when the host is one node of a server, else None
-        self.outlook = None  # module_utils/start_outlook.StartOutlook: ETA and metrics, per run
+        self.outlook = None  # module_utils/services/start_outlook.StartOutlook: ETA and metrics, per run
         self.changed = False
         self.venv = None
         self.stage = "preflight"      # what the procedure is doing, for an interruption's record

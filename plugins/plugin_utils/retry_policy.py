@@ -8,7 +8,7 @@ been seen in this run; the waits between attempts grow and carry jitter, within 
 import random
 from dataclasses import dataclass
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import (
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.failure_classes import (
     FAILURE_CLASSES,
     restart_helps,
 )

@@ -23,7 +23,7 @@ import os
 import tempfile
 import time
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Assessment
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector import Assessment
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import retry_policy
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import safe_name, unused_stamp_name
 

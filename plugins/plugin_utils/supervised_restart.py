@@ -1,6 +1,6 @@
 """The restart of a host whose unit runs its own supervisor (roles/sglang_service,
 sglang_service_supervisor): one decider per start. The action restarts the unit once and
-streams what the supervisor records (the per-start folders, module_utils/start_records.py);
+streams what the supervisor records (the per-start folders, module_utils/records/start_records.py);
 the supervisor decides each start and systemd restarts the unit when that can help. The
 action never stops, kills or restarts anything after that first restart.
 
@@ -12,11 +12,11 @@ same comparison the playbook's own watch makes (start_outlook.time_to_ready).
 """
 import os
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import start_records
-from ansible_collections.sglang_ops.serving.plugins.module_utils.durations import fmt_duration
-from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import FAILURE_CLASSES
-from ansible_collections.sglang_ops.serving.plugins.module_utils.phases import phase_rank
-from ansible_collections.sglang_ops.serving.plugins.module_utils.start_outlook import record_phases, time_to_ready
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records import start_records
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.durations import fmt_duration
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.failure_classes import FAILURE_CLASSES
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.phases import phase_rank
+from ansible_collections.sglang_ops.serving.plugins.module_utils.services.start_outlook import record_phases, time_to_ready
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import redact_secrets
 
 RECENT_STARTS = 20      # start records read each poll: more than a run's starts

@@ -5,7 +5,7 @@ remote step. What the restart reads of the host comes from the probe (port.read,
 """
 import shlex
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.systemd_unit import service_name
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host.systemd_unit import service_name
 
 # systemctl start waits this long for the start job (Type=exec/simple: until the process
 # runs); a unit whose start job waits longer (Type=notify) is left to the watch.

@@ -7,8 +7,8 @@ Rates are computed between consecutive observations, so a missing field leaves a
 import re
 from dataclasses import dataclass, field
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import sglang_dialect
-from ansible_collections.sglang_ops.serving.plugins.module_utils.redaction import redact
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model import sglang_dialect
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.redaction import redact
 
 MIB_PER_GIB = 1024.0
 

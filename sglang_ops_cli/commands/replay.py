@@ -13,13 +13,13 @@ default` uses the defaults instead, and `--set KEY=VALUE` overrides either.
 import json
 import sys
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Detector
-from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings
-from ansible_collections.sglang_ops.serving.plugins.module_utils.eta import EtaEstimator
-from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import UNDECIDED
-from ansible_collections.sglang_ops.serving.plugins.module_utils.progress_line import progress_line
-from ansible_collections.sglang_ops.serving.plugins.module_utils.start_history import history_traces, load_history
-from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import (
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector import Detector
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.eta import EtaEstimator
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.failure_classes import UNDECIDED
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.progress_line import progress_line
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.start_history import history_traces, load_history
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import (
     TraceFormatError, header_settings, read_trace)
 
 HELP = "replay a recorded start (sglang-trace/1) through the stall detector"

@@ -4,7 +4,7 @@
 On a machine with an NVIDIA GPU (no systemd needed): writes safetensors shards to disk,
 then for each scenario starts tests/gpu/shard_loader.py (a real process that reads the
 shards and moves their tensors onto the GPU), probes it every --poll-s seconds with
-plugins/module_utils/probe.py in PID mode, and writes the observations as a labelled
+plugins/module_utils/host/probe.py in PID mode, and writes the observations as a labelled
 trace:
 
   healthy  load, post-load work, HTTP up, first completion answered   -> ready
@@ -58,7 +58,7 @@ def import_probe(tmp):
         os.makedirs(os.path.dirname(link), exist_ok=True)
         os.symlink(REPO, link)
     sys.path.insert(0, root)
-    from ansible_collections.sglang_ops.serving.plugins.module_utils import nvidia_smi, probe
+    from ansible_collections.sglang_ops.serving.plugins.module_utils.host import nvidia_smi, probe
     nvidia_smi.bounded_run = timed(nvidia_smi.bounded_run)
     return probe, nvidia_smi
 

@@ -1,4 +1,4 @@
-from ansible_collections.sglang_ops.serving.plugins.module_utils import failure_classes as fc
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model import failure_classes as fc
 
 import pytest
 

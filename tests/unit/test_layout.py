@@ -2,8 +2,8 @@
 vocabulary has one definition.
 
 module_utils holds what the modules (plugins/modules/*), the on-host watch
-(module_utils/start_watch.py), its per-poll outlook (module_utils/start_outlook.py) and the
-unit's supervisor (module_utils/supervisor.py) import; code only the controller needs lives in
+(module_utils/services/start_watch.py), its per-poll outlook (module_utils/services/start_outlook.py) and the
+unit's supervisor (module_utils/services/supervisor.py) import; code only the controller needs lives in
 plugin_utils. Nothing in module_utils may import controller code.
 """
 import ast
@@ -14,29 +14,40 @@ ROOT = Path(__file__).resolve().parents[2]
 PLUGINS = ROOT / "plugins"
 MODULE_UTILS = PLUGINS / "module_utils"
 PREFIX = "ansible_collections.sglang_ops.serving.plugins."
+# The subpackages of module_utils, each importing only those before it (docs/architecture.md).
+LAYERS = ["model", "records", "host", "services"]
 # start_outlook.py: the ETA and metrics file a host watcher updates every poll
 # (docs/metrics.md), on the target like the watch itself.
 ON_HOST_ENTRY_POINTS = sorted((PLUGINS / "modules").glob("*.py")) + [
-    MODULE_UTILS / "start_watch.py", MODULE_UTILS / "start_outlook.py", MODULE_UTILS / "supervisor.py",
+    MODULE_UTILS / "services/start_watch.py", MODULE_UTILS / "services/start_outlook.py",
+    MODULE_UTILS / "services/supervisor.py",
     # the supervised unit's OnFailure= handler (roles/sglang_service, <unit>-needed-human.service)
-    MODULE_UTILS / "unit_failed.py"]
+    MODULE_UTILS / "services/unit_failed.py"]
+
+
+def _module_utils_files():
+    return sorted(p for p in MODULE_UTILS.rglob("*.py") if p.stem != "__init__" and "__pycache__" not in p.parts)
+
+
+def _name(path):
+    """'host/probe' for plugins/module_utils/host/probe.py."""
+    return path.relative_to(MODULE_UTILS).with_suffix("").as_posix()
 
 
 def _collection_imports(path):
-    """(kind, name) of every import of this collection in a file: ('module_utils', 'probe')."""
+    """(kind, name) of every import of this collection in a file: ('module_utils', 'host/probe')."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        modules = []
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(PREFIX):
             parts = node.module[len(PREFIX):].split(".")
-            if len(parts) == 1:   # from ...plugins.module_utils import a, b
-                found.update((parts[0], alias.name) for alias in node.names)
+            if parts[0] == "module_utils" and len(parts) == 2:   # from ...module_utils.host import a, b
+                modules += [parts + [alias.name] for alias in node.names]
             else:
-                found.add((parts[0], parts[1]))
+                modules.append(parts)
         elif isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name.startswith(PREFIX):
-                    parts = alias.name[len(PREFIX):].split(".")
-                    found.add((parts[0], parts[1]))
+            modules += [alias.name[len(PREFIX):].split(".") for alias in node.names if alias.name.startswith(PREFIX)]
+        found.update((parts[0], "/".join(parts[1:])) for parts in modules)
     return found
 
 
@@ -50,9 +61,25 @@ def _module_utils_reached_from(entry_points):
     return reached
 
 
+def test_module_utils_files_all_live_in_a_layer():
+    assert {_name(p).split("/")[0] for p in _module_utils_files()} == set(LAYERS)
+    assert all(_name(p).count("/") == 1 for p in _module_utils_files())
+
+
+def test_module_utils_layers_import_one_way():
+    upward = []
+    for path in _module_utils_files():
+        layer = LAYERS.index(_name(path).split("/")[0])
+        for kind, name in _collection_imports(path):
+            if kind == "module_utils" and LAYERS.index(name.split("/")[0]) > layer:
+                upward.append("%s imports %s" % (_name(path), name))
+    assert upward == []
+
+
 def test_every_module_utils_file_is_used_on_the_target():
-    on_disk = {p.stem for p in MODULE_UTILS.glob("*.py") if p.stem != "__init__"}
-    reached = _module_utils_reached_from(ON_HOST_ENTRY_POINTS) | {p.stem for p in ON_HOST_ENTRY_POINTS if p.parent == MODULE_UTILS}
+    on_disk = {_name(p) for p in _module_utils_files()}
+    reached = _module_utils_reached_from(ON_HOST_ENTRY_POINTS) | {
+        _name(p) for p in ON_HOST_ENTRY_POINTS if MODULE_UTILS in p.parents}
     assert on_disk - reached == set(), "only the controller imports these: move them to plugin_utils"
     assert reached <= on_disk
 
@@ -60,7 +87,7 @@ def test_every_module_utils_file_is_used_on_the_target():
 def test_module_utils_never_imports_controller_code():
     controller = re.compile(r"^\s*(from|import)\s+(ansible\.(?!module_utils\b)\S+|"
                             r"ansible_collections\.sglang_ops\.serving\.plugins\.(plugin_utils|action|filter))", re.M)
-    offenders = [p.name for p in MODULE_UTILS.glob("*.py") if controller.search(p.read_text(encoding="utf-8"))]
+    offenders = [_name(p) for p in _module_utils_files() if controller.search(p.read_text(encoding="utf-8"))]
     assert offenders == []
 
 
@@ -71,13 +98,13 @@ def _definitions(pattern):
 
 
 def test_each_vocabulary_has_one_definition():
-    assert _definitions(r"^FINAL_VERDICTS\s*=") == ["plugins/module_utils/failure_classes.py"]
-    assert _definitions(r"^VERDICTS\s*=") == ["plugins/module_utils/failure_classes.py"]
-    assert _definitions(r"^\s*def \w*duration\w*\((?!self)") == ["plugins/module_utils/durations.py"]
-    assert _definitions(r"(=|compile\()\s*r?\"Main process exited") == ["plugins/module_utils/sglang_dialect.py"]
-    assert _definitions(r"\(\"checkpoint shards\"") == ["plugins/module_utils/sglang_dialect.py"]
-    assert _definitions(r"\[DTPE\]P|\[TDPE\]P") == ["plugins/module_utils/sglang_dialect.py"]
-    assert _definitions(r"sglang::scheduler_") == ["plugins/module_utils/sglang_dialect.py"]
-    assert _definitions(r"\"sglang-trace/1\"") == ["plugins/module_utils/trace_format.py"]
-    assert _definitions(r"^\s*def read_trace\(") == ["plugins/module_utils/trace_format.py"]
-    assert _definitions(r"^class \w*TraceWriter") == ["plugins/module_utils/trace_format.py"]
+    assert _definitions(r"^FINAL_VERDICTS\s*=") == ["plugins/module_utils/model/failure_classes.py"]
+    assert _definitions(r"^VERDICTS\s*=") == ["plugins/module_utils/model/failure_classes.py"]
+    assert _definitions(r"^\s*def \w*duration\w*\((?!self)") == ["plugins/module_utils/model/durations.py"]
+    assert _definitions(r"(=|compile\()\s*r?\"Main process exited") == ["plugins/module_utils/model/sglang_dialect.py"]
+    assert _definitions(r"\(\"checkpoint shards\"") == ["plugins/module_utils/model/sglang_dialect.py"]
+    assert _definitions(r"\[DTPE\]P|\[TDPE\]P") == ["plugins/module_utils/model/sglang_dialect.py"]
+    assert _definitions(r"sglang::scheduler_") == ["plugins/module_utils/model/sglang_dialect.py"]
+    assert _definitions(r"\"sglang-trace/1\"") == ["plugins/module_utils/records/trace_format.py"]
+    assert _definitions(r"^\s*def read_trace\(") == ["plugins/module_utils/records/trace_format.py"]
+    assert _definitions(r"^class \w*TraceWriter") == ["plugins/module_utils/records/trace_format.py"]

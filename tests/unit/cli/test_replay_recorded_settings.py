@@ -6,10 +6,10 @@ import shutil
 import subprocess
 import sys
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings
-from ansible_collections.sglang_ops.serving.plugins.module_utils.start_watch import (
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings
+from ansible_collections.sglang_ops.serving.plugins.module_utils.services.start_watch import (
     TraceTarget, WatchOptions, watch_start)
-from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import read_trace
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import read_trace
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 BIN = os.path.join(ROOT, "bin", "sglang-ops")

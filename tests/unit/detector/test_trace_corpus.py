@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings
-from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import read_trace
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import read_trace
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 OWN = sorted(glob.glob(os.path.join(ROOT, "tests", "traces", "*.jsonl")))

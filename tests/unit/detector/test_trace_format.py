@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import TraceFormatError, read_trace
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import TraceFormatError, read_trace
 
 HEADER = {"format": "sglang-trace/1", "name": "x", "unit": "u", "poll_s": 10.0, "gpus": 8}
 

@@ -6,8 +6,8 @@ import urllib.request
 
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import haproxy_runtime
-from ansible_collections.sglang_ops.serving.plugins.module_utils.haproxy_runtime import RuntimeApiError
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host import haproxy_runtime
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host.haproxy_runtime import RuntimeApiError
 
 from .conftest import NO_HAPROXY
 

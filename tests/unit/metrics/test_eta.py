@@ -1,9 +1,9 @@
 """The time-to-ready estimate: the current phase at its own rate, plus the usual phases ahead."""
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.eta import (
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.eta import (
     MAX_ESTIMATE_S, PAGE_CACHE_LOAD_BPS, EtaEstimator, LoadConditions, slower_than_usual, usual_phase_s)
-from ansible_collections.sglang_ops.serving.plugins.module_utils.progress_line import progress_line
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.progress_line import progress_line
 
 GB = 10**9
 

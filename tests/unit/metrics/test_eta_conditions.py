@@ -1,7 +1,7 @@
 """The outlook knows what a start will read: the page-cache residency of the model SGLang
 names, read once per start on the host, and a weight cache when one is attached."""
-from ansible_collections.sglang_ops.serving.plugins.module_utils.eta import LoadConditions
-from ansible_collections.sglang_ops.serving.plugins.module_utils.start_outlook import StartOutlook
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.eta import LoadConditions
+from ansible_collections.sglang_ops.serving.plugins.module_utils.services.start_outlook import StartOutlook
 
 UNIT = "sglang-k26-ddtree"
 

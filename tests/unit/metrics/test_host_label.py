@@ -1,5 +1,5 @@
 """Every series of the start metrics carries `host`, the inventory name, when it is known."""
-from ansible_collections.sglang_ops.serving.plugins.module_utils.start_metrics import StartMetrics
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.start_metrics import StartMetrics
 
 
 def test_every_series_carries_the_inventory_name():

@@ -1,5 +1,5 @@
 """sglang_start_observe_only: 1 while a start runs observe-only (rule 4), else 0."""
-from ansible_collections.sglang_ops.serving.plugins.module_utils.start_metrics import StartMetrics
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.start_metrics import StartMetrics
 
 UNIT = "sglang-k26-ddtree"
 

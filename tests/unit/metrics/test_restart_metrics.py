@@ -2,7 +2,7 @@
 import os
 import subprocess
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.start_metrics import file_name
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.start_metrics import file_name
 from ansible_collections.sglang_ops.serving.tests.unit.restart.restart_fakes import (
     UNIT, FakeHost, make_procedure, progressing, ready, stalled)
 

@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from ansible_collections.sglang_ops.serving.tests.unit.restart.restart_fakes import make_procedure, progressing, ready
-from ansible_collections.sglang_ops.serving.plugins.module_utils.start_history import (
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.start_history import (
     artifact_traces, history_traces, load_history, read_start, supervisor_traces)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))

@@ -5,8 +5,8 @@ import subprocess
 
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.eta import EtaEstimator
-from ansible_collections.sglang_ops.serving.plugins.module_utils.start_metrics import (
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.eta import EtaEstimator
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.start_metrics import (
     StartMetrics, file_name, read_counters, write_textfile)
 
 UNIT = "sglang-k26-ddtree"

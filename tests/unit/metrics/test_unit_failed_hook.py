@@ -1,11 +1,11 @@
-"""The unit's OnFailure= handler (module_utils/unit_failed.py): a start limit is recorded as
+"""The unit's OnFailure= handler (module_utils/services/unit_failed.py): a start limit is recorded as
 needing a human in the start record and the metrics file; a failure systemd restarts is not."""
 import json
 import os
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import unit_failed
-from ansible_collections.sglang_ops.serving.plugins.module_utils.failure_classes import exit_code
-from ansible_collections.sglang_ops.serving.plugins.module_utils.start_metrics import StartMetrics
+from ansible_collections.sglang_ops.serving.plugins.module_utils.services import unit_failed
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.failure_classes import exit_code
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.start_metrics import StartMetrics
 
 UNIT = "sglang-k26-ddtree"
 NAME = "20261130T110000Z-411"

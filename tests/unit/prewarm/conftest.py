@@ -5,7 +5,7 @@ import tempfile
 
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import cache_persistence as cp
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host import cache_persistence as cp
 
 
 def _fstype(path):

@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import cache_persistence as cp
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host import cache_persistence as cp
 from ansible_collections.sglang_ops.serving.plugins.modules import sglang_cache_check
 
 MOUNTINFO = """\

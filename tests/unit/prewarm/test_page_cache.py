@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import page_cache
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host import page_cache
 
 MIB = 2**20
 

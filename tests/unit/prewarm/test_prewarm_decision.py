@@ -1,6 +1,6 @@
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.prewarm_decision import decide
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host.prewarm_decision import decide
 
 GIB = 2**30
 

@@ -2,8 +2,8 @@ import os
 
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import page_cache
-from ansible_collections.sglang_ops.serving.plugins.module_utils import prewarm_reader
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host import page_cache
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host import prewarm_reader
 
 MIB = 2**20
 

@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import prewarm_reader
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host import prewarm_reader
 from ansible_collections.sglang_ops.serving.plugins.modules import sglang_prewarm
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import prewarm_step
 

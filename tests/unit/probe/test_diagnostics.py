@@ -3,7 +3,7 @@ and the unit's processes from a /proc laid out in tmp_path around a real Python 
 import os
 import sys
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import diagnostics, nvidia_smi
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host import diagnostics, nvidia_smi
 
 SERVICE_CGROUP = "0::/system.slice/sglang-k26-ddtree.service\n"
 

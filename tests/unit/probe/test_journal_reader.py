@@ -3,7 +3,10 @@ a tqdm bar stored as one record with `\\r` frames arrives as a byte-array MESSAG
 import json
 import os
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import journal_reader, logfile_reader
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host import (
+    journal_reader,
+    logfile_reader,
+)
 from ansible_collections.sglang_ops.serving.tests.unit.probe.conftest import data
 
 LINES = data("journalctl-json-tqdm-blob.jsonl").splitlines()
@@ -121,7 +124,7 @@ def test_hint_is_not_turned_off(monkeypatch):
 
 
 def test_the_probe_names_the_unreadable_journal_in_missing(monkeypatch, script_dir):
-    from ansible_collections.sglang_ops.serving.plugins.module_utils import probe as probe_mod
+    from ansible_collections.sglang_ops.serving.plugins.module_utils.host import probe as probe_mod
     fake = script_dir("journalctl", "printf '%%s' '%s' >&2\nexit 0\n" % HINT.replace("'", "'\\''"))
     monkeypatch.setenv("PATH", os.path.dirname(fake))
     monkeypatch.setattr(probe_mod.systemd_unit, "read_unit", lambda unit, timeout_s: (None, "no systemd here"))

@@ -3,7 +3,7 @@ reader's behaviour when the binary is missing, hangs or fails."""
 import os
 import time
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import nvidia_smi
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host import nvidia_smi
 from ansible_collections.sglang_ops.serving.tests.unit.probe.conftest import data
 
 UUID = "GPU-31290649-1bbd-1ac6-ac19-a15346139cee"

@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 import yaml
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import probe as probe_mod
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host import probe as probe_mod
 from ansible_collections.sglang_ops.serving.plugins.modules import sglang_probe
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import remote_host_port
 

@@ -3,7 +3,7 @@ import os
 import signal
 import time
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import procfs
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host import procfs
 from ansible_collections.sglang_ops.serving.tests.unit.probe.conftest import data
 
 

@@ -5,8 +5,8 @@ from http.server import BaseHTTPRequestHandler
 
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import prometheus_text
-from ansible_collections.sglang_ops.serving.plugins.module_utils.probe import ProbeRequest, probe
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records import prometheus_text
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host.probe import ProbeRequest, probe
 from ansible_collections.sglang_ops.serving.tests.unit.probe.conftest import LoopbackHTTP
 
 # What SGLang 0.5.23 serves, two schedulers (label sets) and one label value with a space

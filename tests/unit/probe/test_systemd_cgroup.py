@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import cgroup, systemd_unit
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host import cgroup, systemd_unit
 from ansible_collections.sglang_ops.serving.tests.unit.probe.conftest import data
 
 

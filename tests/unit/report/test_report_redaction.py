@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.redaction import REDACTED, redact, redact_tree
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.redaction import REDACTED, redact, redact_tree
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_report import (
     write_incident_report, write_trace_report)
 

@@ -1,11 +1,11 @@
 """A scripted host, probe, detector and clock for driving the restart procedure without Ansible."""
 import random
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Assessment
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector import Assessment
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.retry_policy import Backoff
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import systemctl_verbs
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import RunArtifacts
-from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.remote_host_port import RemoteHostPort, probe_args
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart_procedure import RestartOptions, RestartProcedure
 

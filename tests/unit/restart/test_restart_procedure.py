@@ -2,7 +2,7 @@ import dataclasses
 import json
 import os
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import read_trace
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import read_trace
 
 from ansible_collections.sglang_ops.serving.tests.unit.restart.restart_fakes import (
     FakeHost, FakeProbe, Clock, holder, make_procedure, progressing, ready, stalled)

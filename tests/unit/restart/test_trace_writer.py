@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import (
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import (
     TraceWriter, read_trace, relative_observation, trace_header)
 
 

@@ -6,10 +6,10 @@ import sys
 
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Detector
-from ansible_collections.sglang_ops.serving.plugins.module_utils.detector_settings import DetectorSettings
-from ansible_collections.sglang_ops.serving.plugins.module_utils.progress_line import progress_line
-from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import (
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector import Detector
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.progress_line import progress_line
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import (
     TraceWriter, read_trace, relative_observation, trace_header)
 
 from ansible_collections.sglang_ops.serving.tests.unit.restart.restart_fakes import Clock, FakeHost, make_procedure

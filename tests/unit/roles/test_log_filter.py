@@ -9,7 +9,7 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import api_key_config
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host import api_key_config
 
 FILTER = os.path.join(os.path.dirname(__file__), "..", "..", "..", "roles", "sglang_service", "files",
                       "sglang-log-filter")

@@ -1,7 +1,7 @@
 """The systemd quoting helpers, read back with the systemd reader of conftest.py."""
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import api_key_config
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host import api_key_config
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import systemd_quoting
 
 from conftest import resolve_specifiers, systemd_split

@@ -10,16 +10,18 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import failure_classes as fc
-from ansible_collections.sglang_ops.serving.plugins.module_utils import supervisor as sup_mod
-from ansible_collections.sglang_ops.serving.plugins.module_utils.supervisor_settings import SupervisorSettings
-from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import read_trace
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model import failure_classes as fc
+from ansible_collections.sglang_ops.serving.plugins.module_utils.services import (
+    supervisor as sup_mod,
+)
+from ansible_collections.sglang_ops.serving.plugins.module_utils.services.supervisor_settings import SupervisorSettings
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import read_trace
 from ansible_collections.sglang_ops.serving.tests.unit.probe.conftest import LoopbackHTTP
 
 from .conftest import API_KEY
 
 FAULT_IN_THE_WATCH = """
-from ansible_collections.sglang_ops.serving.plugins.module_utils import supervisor as _sup
+from ansible_collections.sglang_ops.serving.plugins.module_utils.services import supervisor as _sup
 _on_poll = _sup.Supervisor._on_poll
 def _failing_on_poll(self, obs, a):
     _on_poll(self, obs, a)

@@ -1,4 +1,4 @@
-"""Rule 4 where a start begins (module_utils/observe_only.py): the earlier starts read from
+"""Rule 4 where a start begins (module_utils/services/observe_only.py): the earlier starts read from
 the supervisor's folders and the restart's run.json files reach verdict_memory, and its
 answer reaches the detector and every line on-call reads. verdict_memory's own decision
 is pinned by its tests; here a recording double stands in for it."""
@@ -9,12 +9,13 @@ import types
 
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import observe_only, start_records
-from ansible_collections.sglang_ops.serving.plugins.module_utils.detector import Assessment
-from ansible_collections.sglang_ops.serving.plugins.module_utils.start_watch import WatchOptions, watch_start
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records import start_records
+from ansible_collections.sglang_ops.serving.plugins.module_utils.services import observe_only
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector import Assessment
+from ansible_collections.sglang_ops.serving.plugins.module_utils.services.start_watch import WatchOptions, watch_start
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import observe_only_step
 
-MODULE = "ansible_collections.sglang_ops.serving.plugins.module_utils.verdict_memory"
+MODULE = "ansible_collections.sglang_ops.serving.plugins.module_utils.model.verdict_memory"
 
 
 @dataclasses.dataclass(frozen=True)

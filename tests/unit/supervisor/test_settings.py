@@ -8,8 +8,8 @@ import pytest
 
 from ansible_collections.sglang_ops.serving.plugins.filter.failure_classes import (
     restart_prevent_exit_statuses as rendered_prevent_statuses)
-from ansible_collections.sglang_ops.serving.plugins.module_utils import failure_classes as fc
-from ansible_collections.sglang_ops.serving.plugins.module_utils.supervisor_settings import SupervisorSettings
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model import failure_classes as fc
+from ansible_collections.sglang_ops.serving.plugins.module_utils.services.supervisor_settings import SupervisorSettings
 
 from .conftest import supervisor_command
 

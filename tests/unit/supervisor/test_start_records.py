@@ -1,9 +1,9 @@
 """The per-start folders: written by the supervisor, read by status, restart and metrics."""
 import json
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import start_records as sr
-from ansible_collections.sglang_ops.serving.plugins.module_utils import systemd_unit
-from ansible_collections.sglang_ops.serving.plugins.module_utils.probe import ProbeRequest, probe
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records import start_records as sr
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host import systemd_unit
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host.probe import ProbeRequest, probe
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import supervised_restart
 
 

@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils import start_records as sr
-from ansible_collections.sglang_ops.serving.plugins.module_utils.start_metrics import write_textfile
-from ansible_collections.sglang_ops.serving.plugins.module_utils.trace_format import read_trace, trace_header
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records import start_records as sr
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.start_metrics import write_textfile
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import read_trace, trace_header
 
 HEADER = trace_header("start-x", "sglang-test", 1.0, 2)
 

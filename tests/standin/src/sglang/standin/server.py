@@ -20,6 +20,7 @@ from sglang.standin import faults as faults_mod
 from sglang.standin import logs
 from sglang.standin import release
 from sglang.standin import settings as settings_mod
+from sglang.standin import weights
 from sglang.standin.http_api import ServerState, make_server
 from sglang.standin.procs import burn, sleep_forever, spawn
 from sglang.standin.rendezvous import Rendezvous, RendezvousError
@@ -27,21 +28,6 @@ from sglang.standin.rendezvous import Rendezvous, RendezvousError
 MIB = 1024 * 1024
 # torch.distributed's default timeout when SGLang gets no --dist-timeout.
 DEFAULT_DIST_TIMEOUT_S = 600.0
-
-
-def _model_config(model_path):
-    try:
-        with open(os.path.join(model_path, "config.json"), encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return {}
-
-
-def _shards(model_path):
-    names = sorted(n for n in os.listdir(model_path) if n.endswith(".safetensors"))
-    if not names:
-        names = sorted(n for n in os.listdir(model_path) if n.endswith((".bin", ".pt")))
-    return [(os.path.join(model_path, n), os.path.getsize(os.path.join(model_path, n))) for n in names]
 
 
 def _dg_cache_dir():
@@ -277,7 +263,7 @@ class Main:
 
     def start_http(self, dummy=False):
         args = self.args
-        model_cfg = _model_config(args.model_path)
+        model_cfg = weights.model_config(args.model_path)
         model_info = {
             "model_path": args.model_path, "tokenizer_path": args.tokenizer_path, "is_generation": True,
             "preferred_sampling_params": None, "weight_version": "default",
@@ -347,13 +333,13 @@ class Main:
             self.fail("AssertionError: tp_size must be divisible by number of nodes" if args.nnodes >= 1
                       and args.tp_size % args.nnodes else
                       f"ValueError: --node-rank {args.node_rank} is not in 0..{args.nnodes - 1} (--nnodes {args.nnodes})")
-        shards = _shards(args.model_path)
+        shards = weights.shard_files(args.model_path)
         if not shards:
             self.fail(f"RuntimeError: Cannot find any model weights with `{args.model_path}`")
         signal.signal(signal.SIGTERM, self.on_term)
         signal.signal(signal.SIGINT, self.on_term)
         t_start = time.monotonic()
-        self.start_children(shards, _model_config(args.model_path))
+        self.start_children(shards, weights.model_config(args.model_path))
         if args.nnodes > 1:
             self.join_nodes()
         while not self.all_loaded.wait(1.0):

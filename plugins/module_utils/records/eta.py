@@ -1,0 +1,355 @@
+"""How much longer a start will take: each phase predicted from this host's history and
+from what this start will read and from where, the current phase from its own progress.
+
+    est = EtaEstimator(history, LoadConditions(model_bytes, resident_bytes))
+    e = est.update(assessment)                 # once per poll; returns an Estimate
+    e.remaining_s, e.usual_total_s, e.text()   # "ETA 4m10s (usual 10m40s)"
+
+The remaining time is the current phase's remaining time plus the predicted duration of
+the phases still ahead (the median, over the history, of what followed this phase, with
+the weight load predicted for this start's conditions). The rules, in order:
+
+- weight_load: the shard counter when it moves (shards left at the measured shards per
+  second); else, when the start has bytes to read from storage (LoadConditions: the model
+  less what the page cache holds; nothing with a weight cache attached; unknown: what
+  earlier starts read in this phase), those bytes at the measured read rate, or at the
+  history's read rate until this start has read for MIN_RATE_S; with nothing to read,
+  the load from memory: as long as an earlier start that read nothing, else the model at
+  PAGE_CACHE_LOAD_BPS.
+- every other phase: its usual duration (the median over the history) less the time
+  already spent in it; a phase that read from storage in earlier starts (MIN_PHASE_BYTES)
+  takes the mean of that and its bytes left at its measured read rate until it is
+  overdue (such reads come in bursts, so neither alone is trusted).
+- a phase past its predicted duration is overdue: the estimate becomes a range, from the
+  phases ahead alone (the phase may end now) to twice the guess of what is left of it
+  (as long again as it has overrun, at least OVERDUE_FLOOR of its usual duration).
+- never past twice the host's longest recorded start (LONGEST_FACTOR): an estimate that
+  would end later ends there; a start already past it has no estimate, only how far it
+  is over. Without history no estimate exceeds MAX_ESTIMATE_S (the watch's start
+  timeout), so a division by a crawling rate never prints hours.
+
+Standard library only: this runs on the host.
+"""
+import statistics
+from dataclasses import dataclass
+
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.durations import fmt_duration
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.phases import PHASES
+
+SLOWER_THAN_USUAL = 1.5          # a phase that took this many times its usual duration
+MIN_RATE_S = 20.0                # a rate measured over less time than this is noise
+MIN_PHASE_BYTES = 256 * 2**20    # reading less than this in a phase: it is not bound by storage
+MIN_READ_BPS = 1e5               # reading slower than this is no rate to divide by
+PAGE_CACHE_LOAD_BPS = 10e9       # weights from memory to the GPUs (548 GB in ~40-55 s on 8 H200s)
+OVERDUE_FLOOR = 0.5              # an overdue phase has at least this share of its usual duration left
+LONGEST_FACTOR = 2.0             # no estimate ends later than this many times the longest recorded start
+MAX_ESTIMATE_S = 7200.0          # without history: the watch's start timeout (start_watch.START_TIMEOUT_S)
+WEIGHT_LOAD = "weight_load"
+_ORDER = {p: i for i, p in enumerate(PHASES)}
+
+
+@dataclass(frozen=True)
+class LoadConditions:
+    """What this start will read and from where, known when it begins.
+
+    model_bytes: size of the model's weight files; resident_bytes: of those, in the page
+    cache when the start began (prewarm_reader.model_residency); weight_cache: the
+    weights come from an attached weight cache (`--weight-cache-mode client`), so
+    almost nothing is read from storage. None: not known."""
+    model_bytes: int = None
+    resident_bytes: int = None
+    weight_cache: bool = False
+
+    def storage_bytes(self):
+        """Bytes the weight load will read from storage, or None when unknown."""
+        if self.weight_cache:
+            return 0
+        if self.model_bytes is None or self.resident_bytes is None:
+            return None
+        return max(0, self.model_bytes - self.resident_bytes)
+
+    def to_dict(self):
+        return {"model_bytes": self.model_bytes, "resident_bytes": self.resident_bytes,
+                "weight_cache": self.weight_cache}
+
+
+@dataclass
+class Estimate:
+    t: float                      # observation time
+    phase: str
+    remaining_s: float = None     # to ready; None when unknown (the middle of the range when overdue)
+    phase_remaining_s: float = None
+    phase_basis: str = None       # shards | bytes | read_rate_history | page_cache | usual | overdue | bytes+usual | None
+    usual_total_s: float = None   # the usual time to ready (median of the history)
+    history_starts: int = 0
+    remaining_low_s: float = None   # a range instead of a point, when the phase is overdue
+    remaining_high_s: float = None
+    overdue_s: float = None       # how far the current phase is past its predicted duration
+    usual_phase_s: float = None   # the current phase's predicted duration
+    longest_s: float = None       # the longest recorded start of the history
+    bound_s: float = None         # LONGEST_FACTOR x longest_s: no estimate ends later
+    past_bound_s: float = None    # how far the start already runs past bound_s (no estimate then)
+
+    def to_dict(self):
+        return {"t": self.t, "phase": self.phase, "remaining_s": _round(self.remaining_s),
+                "phase_remaining_s": _round(self.phase_remaining_s), "phase_basis": self.phase_basis,
+                "usual_total_s": _round(self.usual_total_s), "history_starts": self.history_starts,
+                "remaining_low_s": _round(self.remaining_low_s), "remaining_high_s": _round(self.remaining_high_s),
+                "overdue_s": _round(self.overdue_s), "bound_s": _round(self.bound_s),
+                "past_bound_s": _round(self.past_bound_s)}
+
+    def text(self):
+        """The progress line's ETA part."""
+        if self.phase == "ready":
+            return ""
+        if not self.history_starts:
+            if self.phase_remaining_s is None:
+                return "ETA unknown (no earlier start)"
+            return "%s ends in ~%s (no earlier start for the rest)" % (self.phase, fmt_duration(self.phase_remaining_s))
+        usual = fmt_duration(self.usual_total_s)
+        if self.past_bound_s is not None:
+            return "ETA unknown (overdue by %s: %s is twice the longest earlier start)" % (
+                fmt_duration(self.past_bound_s), fmt_duration(self.bound_s))
+        if self.remaining_s is None and self.remaining_low_s is not None:
+            return "ETA over %s (longer than twice the longest earlier start, %s)" % (
+                fmt_duration(self.remaining_low_s), fmt_duration(self.longest_s))
+        if self.remaining_s is None:
+            return "ETA unknown (usual %s)" % usual
+        if self.overdue_s is not None:
+            return "ETA %s-%s (%s overdue by %s, usual %s; start usual %s)" % (
+                fmt_duration(self.remaining_low_s), fmt_duration(self.remaining_high_s), self.phase,
+                fmt_duration(self.overdue_s), fmt_duration(self.usual_phase_s), usual)
+        return "ETA %s (usual %s)" % (fmt_duration(self.remaining_s), usual)
+
+
+def _round(value):
+    return None if value is None else round(value, 1)
+
+
+def _median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def usual_phase_s(history):
+    """{phase: median duration} over the history's starts."""
+    by_phase = {}
+    for rec in history:
+        for p in rec.get("phases") or ():
+            by_phase.setdefault(p["phase"], []).append(p["duration_s"])
+    return {phase: statistics.median(v) for phase, v in by_phase.items()}
+
+
+def usual_phase_bytes(history):
+    by_phase = {}
+    for rec in history:
+        for p in rec.get("phases") or ():
+            if p.get("read_bytes") is not None:
+                by_phase.setdefault(p["phase"], []).append(p["read_bytes"])
+    return {phase: statistics.median(v) for phase, v in by_phase.items()}
+
+
+def _phases_after(record, phase):
+    """The record's phases after `phase` (in its own order when it went through `phase`,
+    else by the phase model's order)."""
+    names = [p["phase"] for p in record.get("phases") or ()]
+    if phase in names:
+        return record["phases"][names.index(phase) + 1:]
+    return [p for p in record.get("phases") or () if _ORDER.get(p["phase"], -1) > _ORDER.get(phase, -1)]
+
+
+def slower_than_usual(phases, history, factor=SLOWER_THAN_USUAL):
+    """[(phase, took_s, usual_s)] for each phase of a finished start that took more than
+    factor times its usual duration."""
+    usual = usual_phase_s(history)
+    out = []
+    for p in phases:
+        u = usual.get(p["phase"])
+        if u and p["duration_s"] > factor * u:
+            out.append((p["phase"], p["duration_s"], u))
+    return out
+
+
+class WeightLoadModel:
+    """The weight load of this start predicted from the history's weight loads: bytes to
+    read from storage at the history's storage read rate, or, with nothing to read, as
+    long as an earlier load from memory (or the model at PAGE_CACHE_LOAD_BPS)."""
+
+    def __init__(self, history, conditions):
+        self.conditions = conditions or LoadConditions()
+        loads = [p for rec in history for p in rec.get("phases") or () if p["phase"] == WEIGHT_LOAD]
+        from_storage = [p for p in loads if (p.get("read_bytes") or 0) >= MIN_PHASE_BYTES and p["duration_s"] > 0]
+        self.storage_bps = _median([p["read_bytes"] / p["duration_s"] for p in from_storage])
+        self.from_memory_s = _median([p["duration_s"] for p in loads
+                                      if p.get("read_bytes") is not None and p["read_bytes"] < MIN_PHASE_BYTES])
+        self.usual_s = _median([p["duration_s"] for p in loads])
+        self.usual_read_bytes = _median([p.get("read_bytes") for p in loads])
+
+    def storage_bytes(self):
+        """What this load will read from storage: the conditions', else the history's."""
+        known = self.conditions.storage_bytes()
+        return known if known is not None else self.usual_read_bytes
+
+    def reads_storage(self):
+        want = self.storage_bytes()
+        return want is not None and want >= MIN_PHASE_BYTES
+
+    def predicted_s(self):
+        """(seconds, basis) of the whole load, before its own progress says more."""
+        if self.conditions.storage_bytes() is None:
+            return self.usual_s, "usual"
+        if self.reads_storage():
+            if self.storage_bps:
+                return self.storage_bytes() / self.storage_bps, "read_rate_history"
+            return None, None           # no earlier start read from storage: wait for the live rate
+        if self.from_memory_s is not None:
+            return self.from_memory_s, "page_cache"
+        if self.conditions.model_bytes:
+            return self.conditions.model_bytes / PAGE_CACHE_LOAD_BPS, "page_cache"
+        return self.usual_s, "usual"
+
+
+class EtaEstimator:
+    def __init__(self, history=(), conditions=None):
+        self.conditions = conditions or LoadConditions()
+        self.use_history(history)
+        self._phase = None
+        self._since_t = 0.0
+        self._read_at_entry = None
+        self._shards_at_entry = self._shards_seen = None
+        self._shard_step_t = 0.0
+
+    def use_history(self, history):
+        """Estimate from now on with these start records (the phase being timed is kept)."""
+        self.history = list(history)
+        self.usual_s = usual_phase_s(self.history)
+        self.usual_bytes = usual_phase_bytes(self.history)
+        self.usual_total_s = _median([r.get("ready_after_s") for r in self.history])
+        self.longest_s = max([r["ready_after_s"] for r in self.history if r.get("ready_after_s")] or [0.0]) or None
+        self.load = WeightLoadModel(self.history, self.conditions)
+
+    def use_conditions(self, conditions):
+        """What this start reads and from where (LoadConditions), once known."""
+        self.conditions = conditions or LoadConditions()
+        self.load = WeightLoadModel(self.history, self.conditions)
+
+    def predicted_phase_s(self, phase):
+        """(seconds, basis) a phase of this start should take, from the history."""
+        if phase == WEIGHT_LOAD:
+            return self.load.predicted_s()
+        usual = self.usual_s.get(phase)
+        return (usual, "usual") if usual is not None else (None, None)
+
+    def ahead_s(self, phase):
+        """The phases after `phase`: the median over the history of what followed it, the
+        weight load taken at its prediction for this start."""
+        load_s = self.load.predicted_s()[0]
+        totals = []
+        for rec in self.history:
+            totals.append(sum(load_s if p["phase"] == WEIGHT_LOAD and load_s is not None else p["duration_s"]
+                              for p in _phases_after(rec, phase)))
+        return _median(totals)
+
+    def update(self, assessment):
+        """The Estimate after one poll's Assessment (or its to_dict())."""
+        a = assessment if isinstance(assessment, dict) else assessment.to_dict()
+        t, phase = float(a.get("t") or 0.0), a.get("phase") or "starting"
+        progress = a.get("progress") or {}
+        read = progress.get("read_bytes")
+        if phase != self._phase:
+            self._phase, self._since_t = phase, (0.0 if self._phase is None else t)
+            self._read_at_entry = read
+            self._shards_at_entry = self._shards_seen = progress.get("shards_done")
+            self._shard_step_t = t
+        if progress.get("shards_done") is not None and progress["shards_done"] != self._shards_seen:
+            self._shards_seen, self._shard_step_t = progress["shards_done"], t
+        est = Estimate(t, phase, usual_total_s=self.usual_total_s, history_starts=len(self.history),
+                       longest_s=self.longest_s)
+        if phase == "ready" or a.get("verdict") == "ready":
+            est.remaining_s = est.phase_remaining_s = 0.0
+            return est
+        in_phase_s = t - self._since_t
+        rate_s, rate_basis = self._phase_by_rate(phase, in_phase_s, progress, read)
+        if rate_s is None or phase != WEIGHT_LOAD:
+            predicted, basis = self.predicted_phase_s(phase)
+            est.usual_phase_s = predicted
+            if predicted is not None:
+                est.phase_basis = basis
+                est.phase_remaining_s = max(0.0, predicted - in_phase_s)
+                if in_phase_s > predicted:
+                    est.overdue_s = in_phase_s - predicted
+                    est.phase_basis = "overdue"
+                    est.phase_remaining_s = max(est.overdue_s, OVERDUE_FLOOR * predicted)
+        if rate_s is not None and est.overdue_s is None:
+            if est.phase_remaining_s is not None:
+                # a phase's reads outside the weight load come in bursts: half its own progress,
+                # half its usual duration (once overdue, the overdue range alone)
+                est.phase_remaining_s = (est.phase_remaining_s + rate_s) / 2.0
+                est.phase_basis = "bytes+" + est.phase_basis
+            else:
+                est.phase_remaining_s, est.phase_basis = rate_s, rate_basis
+        if not self.history:
+            if est.phase_remaining_s is not None and est.phase_remaining_s > MAX_ESTIMATE_S:
+                est.phase_remaining_s, est.phase_basis = None, None
+            return est
+        if est.phase_remaining_s is None:
+            return est
+        ahead = self.ahead_s(phase) or 0.0
+        est.remaining_s = est.phase_remaining_s + ahead
+        if est.overdue_s is not None:
+            est.remaining_low_s, est.remaining_high_s = ahead, ahead + 2 * est.phase_remaining_s
+        self._cap(est)
+        return est
+
+    def _cap(self, est):
+        """No estimate ends past LONGEST_FACTOR x the longest recorded start: one that
+        would is no number but a lower bound ("over"), and past the bound, overdue."""
+        if not self.longest_s:
+            return
+        est.bound_s = LONGEST_FACTOR * self.longest_s
+        if est.t + est.remaining_s <= est.bound_s:
+            if est.remaining_high_s is not None:
+                est.remaining_high_s = min(est.remaining_high_s, est.bound_s - est.t)
+            return
+        est.remaining_s = est.remaining_high_s = None
+        if est.t >= est.bound_s:
+            est.remaining_low_s, est.past_bound_s = None, est.t - est.bound_s
+        else:
+            est.remaining_low_s = est.bound_s - est.t
+
+    def _by_shards(self, progress, in_phase_s):
+        """Seconds left by the shard counter: the time per shard up to the last shard
+        done, less the time since (so a slow counter does not grow the estimate between
+        its steps); None before it moved over MIN_RATE_S."""
+        done, total = progress.get("shards_done"), progress.get("shards_total")
+        moved = (done or 0) - (self._shards_at_entry or 0)
+        stepped_s = self._shard_step_t - self._since_t
+        if not total or done is None or moved <= 0 or done >= total or stepped_s < MIN_RATE_S:
+            return None
+        since_step_s = in_phase_s - stepped_s
+        return max((total - done) * stepped_s / moved - since_step_s, 0.0)
+
+    def _phase_by_rate(self, phase, in_phase_s, progress, read):
+        """(seconds, basis) left in a phase by its own progress, or (None, None): the shard
+        counter of the weight load, else the bytes the phase reads from storage at the
+        rate this start reads them."""
+        if in_phase_s <= 0:
+            return None, None
+        if phase == WEIGHT_LOAD:
+            shards_s = self._by_shards(progress, in_phase_s)
+            if shards_s is not None:
+                return shards_s, "shards"
+            want = self.load.storage_bytes() if self.load.reads_storage() else None
+            # with no earlier read rate to go by, a young rate beats none
+            young_ok = self.load.storage_bps is None
+        else:
+            want = self.usual_bytes.get(phase)
+            want = want if want is not None and want >= MIN_PHASE_BYTES else None
+            young_ok = False
+        if want is None or read is None or self._read_at_entry is None or (in_phase_s < MIN_RATE_S and not young_ok):
+            return None, None
+        got = read - self._read_at_entry
+        rate = got / in_phase_s
+        if rate >= MIN_READ_BPS and want > got:
+            return (want - got) / rate, "bytes"
+        return None, None

@@ -1,0 +1,283 @@
+"""The per-start folders the unit's supervisor writes on the host (docs/architecture.md):
+
+<root>/                         /var/lib/sglang-ops/starts by default
+  <stamp>/                      one start: UTC yyyymmddTHHMMSSZ-<supervisor PID>
+    trace.jsonl                 the start as sglang-trace/1, one observation per poll
+    verdict.json                the start's record, rewritten whole (atomically) as it goes
+    diagnostics/<name>.txt      written before a failed start's server is stopped
+  current -> <stamp>            the start in progress, or the last one
+
+verdict.json: verdict (running | ready | stalled | failed | stopped; readers call a
+"running" start that is not the current one "interrupted": its supervisor was killed), phase, reason_code,
+reason, exit_code, started_at / ended_at (epoch s; ended_at null while running),
+ready_after_s, phase_durations {phase: s}, polls, restarts (systemd's NRestarts when
+known), unit, progress (the last progress line). Only the last `keep` folders stay.
+Read by `bin/sglang-ops status`, the incident report, the restart action and metrics.
+
+The records are for people and tools reading the start, never a condition of it: a write
+that fails (a full disk, a read-only or unwritable folder) is one warning naming the
+file (WriteGuard: once per file), and the start goes on without that file.
+"""
+import errno
+import json
+import os
+import re
+import time
+
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.redaction import redact
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import TraceWriter
+
+DEFAULT_ROOT = "/var/lib/sglang-ops/starts"
+CURRENT = "current"
+VERDICT = "verdict.json"
+TRACE = "trace.jsonl"
+DIAGNOSTICS = "diagnostics"
+_STAMP = re.compile(r"^\d{8}T\d{6}Z-\d+$")
+FINAL = ("ready", "stalled", "failed", "stopped")
+
+
+def stamp(epoch_s, pid):
+    return "%s-%d" % (time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(epoch_s)), pid)
+
+
+def _write_atomic(path, text):
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except OSError:
+        _unlink_quietly(tmp)
+        raise
+
+
+def _unlink_quietly(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+class WriteGuard:
+    """Runs the writes of a start's files; an OSError is one warning per file through
+    warn(text) (the journal), and the caller goes on."""
+
+    def __init__(self, warn=None):
+        self.warn = warn
+        self.failed = set()        # paths already warned about
+
+    def attempt(self, path, write):
+        """write() -> its result, or None when it raised OSError."""
+        try:
+            return write()
+        except OSError as e:
+            if path not in self.failed:
+                self.failed.add(path)
+                if self.warn is not None:
+                    self.warn("warning: cannot write %s (%s); the start goes on without it"
+                              % (path, e.strerror or errno.errorcode.get(e.errno, e)))
+            return None
+
+
+class _GuardedTraceFile:
+    """The file object under a TraceWriter: each line (the writer writes one, then
+    flushes) goes to disk whole or not at all. A line that cannot be written is dropped
+    and the file cut back to the last whole line, so the trace stays readable; later
+    lines are tried again (a disk that filled may free up)."""
+
+    def __init__(self, path, guard):
+        self.path, self.guard = path, guard
+        self.buffer = []
+        self.size = 0
+        self.fd = guard.attempt(path, lambda: os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o640))
+        self.closed = False
+
+    def write(self, text):
+        self.buffer.append(text)
+
+    def flush(self):
+        data, self.buffer = "".join(self.buffer).encode("utf-8"), []
+        if self.fd is None or not data:
+            return
+        if self.guard.attempt(self.path, lambda: self._write_whole(data)) is None:
+            try:
+                os.ftruncate(self.fd, self.size)
+                os.lseek(self.fd, self.size, os.SEEK_SET)
+            except OSError:
+                pass
+
+    def _write_whole(self, data):
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view):]
+        self.size += len(data)
+        return True
+
+    def close(self):
+        if not self.closed and self.fd is not None:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+        self.closed = True
+
+
+class StartTrace(TraceWriter):
+    """trace_format's TraceWriter (its lines, its header) over a _GuardedTraceFile: a
+    trace that cannot be written costs a warning, never the start."""
+
+    def __init__(self, path, header, guard):   # pylint: disable=super-init-not-called
+        self.path, self.count = path, 0
+        self._fh = _GuardedTraceFile(path, guard)
+        self._write(header)
+
+
+def start_dirs(root):
+    """Names of the start folders under root, oldest first."""
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return []
+    return sorted(n for n in names if _STAMP.match(n) and os.path.isdir(os.path.join(root, n)))
+
+
+class StartRecord:
+    """The folder of one start; created, pointed at by `current`, older ones pruned. Its
+    writes go through a WriteGuard (warn: where the warnings go)."""
+
+    def __init__(self, root, started_at, pid, keep=20, warn=None):
+        self.root = root
+        self.name = stamp(started_at, pid)
+        self.path = os.path.join(root, self.name)
+        self.guard = WriteGuard(warn)
+        self.guard.attempt(self.path, lambda: os.makedirs(self.path, exist_ok=True))
+        self._point_current()
+        self.guard.attempt(root, lambda: self._prune(max(1, int(keep))))
+        self.record = {"verdict": "running", "phase": "starting", "reason_code": "starting", "reason": "",
+                       "exit_code": None, "started_at": round(started_at, 3), "ended_at": None,
+                       "ready_after_s": None, "phase_durations": {}, "polls": 0, "restarts": None,
+                       "progress": "", "unit": None}
+
+    @property
+    def trace_path(self):
+        return os.path.join(self.path, TRACE)
+
+    def _point_current(self):
+        link = os.path.join(self.root, CURRENT)
+        tmp = "%s.%d.tmp" % (link, os.getpid())
+        try:
+            os.symlink(self.name, tmp)
+            os.replace(tmp, link)
+        except OSError:
+            pass   # readers fall back to the newest folder
+
+    def _prune(self, keep):
+        for name in start_dirs(self.root)[:-keep]:
+            _remove_tree(os.path.join(self.root, name))
+
+    def open_trace(self, path, header):
+        """The trace writer of this start (start_watch.TraceTarget's open_writer)."""
+        return StartTrace(path, header, self.guard)
+
+    def update(self, **fields):
+        self.record.update(fields)
+        path = os.path.join(self.path, VERDICT)
+        text = json.dumps(self.record, indent=1, sort_keys=True) + "\n"
+        self.guard.attempt(path, lambda: _write_atomic(path, text))
+
+    def write_diagnostic(self, name, text):
+        """The path written, or None when it could not be (warned)."""
+        folder = os.path.join(self.path, DIAGNOSTICS)
+        path = os.path.join(folder, name + ".txt")
+
+        def write():
+            os.makedirs(folder, exist_ok=True)
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(redact(text))
+            return path
+        return self.guard.attempt(path, write)
+
+
+def _remove_tree(path):
+    for dirpath, dirnames, filenames in os.walk(path, topdown=False):
+        for f in filenames:
+            os.unlink(os.path.join(dirpath, f))
+        for d in dirnames:
+            os.rmdir(os.path.join(dirpath, d))
+    os.rmdir(path)
+
+
+def read_record(root, name):
+    """verdict.json of one start with `dir` added; None when absent or unreadable."""
+    try:
+        with open(os.path.join(root, name, VERDICT), encoding="utf-8") as fh:
+            record = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict):
+        return None
+    record["dir"] = os.path.join(root, name)
+    return record
+
+
+def recent_starts(root=DEFAULT_ROOT, limit=5):
+    """The last `limit` starts' records, newest first. A start still "running" that is not
+    the current one ended without a verdict: its supervisor was killed."""
+    out = []
+    current = current_name(root)
+    for name in reversed(start_dirs(root)):
+        record = read_record(root, name)
+        if record is not None and record.get("verdict") == "running" and name != current:
+            record.update(verdict="interrupted", reason="the supervisor ended without a verdict (killed)")
+        if record is not None:
+            out.append(record)
+        if len(out) >= limit:
+            break
+    return out
+
+
+def starts_of(root=DEFAULT_ROOT, limit=5):
+    """{"current": the current start's folder name, "starts": its last `limit` records}."""
+    return {"current": current_name(root), "starts": recent_starts(root, limit)}
+
+
+def read_files(root, name):
+    """The files of one start, relative path -> text (None when unreadable): trace.jsonl,
+    verdict.json and diagnostics/*. ValueError for a name that is not a start's folder."""
+    if not _STAMP.match(name or ""):
+        raise ValueError("%r is not the folder of a start (<UTC stamp>-<pid>)" % name)
+    folder = os.path.join(root, name)
+    try:
+        diagnostics = sorted(os.listdir(os.path.join(folder, DIAGNOSTICS)))
+    except OSError:
+        diagnostics = []
+    files = {}
+    for rel in [TRACE, VERDICT] + [DIAGNOSTICS + "/" + n for n in diagnostics]:
+        try:
+            with open(os.path.join(folder, rel), encoding="utf-8", errors="replace") as fh:
+                files[rel] = fh.read()
+        except OSError:
+            files[rel] = None
+    return files
+
+
+def current_name(root=DEFAULT_ROOT):
+    """The folder name `current` points at (the newest folder when the link is missing)."""
+    try:
+        name = os.readlink(os.path.join(root, CURRENT))
+    except OSError:
+        names = start_dirs(root)
+        return names[-1] if names else None
+    return os.path.basename(name) if _STAMP.match(os.path.basename(name)) else None
+
+
+def time_in_phases(phase_entries, end_t):
+    """{phase: seconds} from [(phase, entered_t)] in order, the last one up to end_t;
+    ready is where the start ends, not a phase of it."""
+    out = {}
+    for i, (phase, t) in enumerate(phase_entries):
+        if phase == "ready":
+            continue
+        nxt = phase_entries[i + 1][1] if i + 1 < len(phase_entries) else end_t
+        out[phase] = round(out.get(phase, 0.0) + max(0.0, nxt - t), 1)
+    return out

@@ -1,0 +1,189 @@
+"""The settings file of the unit's supervisor (one JSON object, written by the
+sglang_service role), proven whole before anything is started: every field's type and
+range, or one ValueError naming the file, the field and what is wrong with it.
+
+A bad setting is not something a restart fixes: the supervisor exits with the
+supervisor_config status (failure_classes.py), which is in the unit's
+RestartPreventExitStatus=.
+"""
+import json
+import math
+import os
+import urllib.parse
+from dataclasses import dataclass, field, fields
+
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records import start_records
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings
+
+_NOTHING = object()
+
+
+def _text(value):
+    if not isinstance(value, str):
+        return "must be a string"
+    if not value.strip():
+        return "must not be empty"
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+        return "must not hold control characters"
+    return None
+
+
+def _number(minimum, inclusive):
+    def check(value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return "must be a number"
+        if not math.isfinite(value):
+            return "must be a finite number"
+        if value < minimum or (value == minimum and not inclusive):
+            return "must be %s %s" % ("at least" if inclusive else "greater than", _plain(minimum))
+        return None
+    return check
+
+
+def _integer(minimum):
+    def check(value):
+        if isinstance(value, bool) or not isinstance(value, int):
+            return "must be an integer"
+        if value < minimum:
+            return "must be at least %d" % minimum
+        return None
+    return check
+
+
+def _boolean(value):
+    return None if isinstance(value, bool) else "must be true or false"
+
+
+def _path(value):
+    return _text(value) or (None if os.path.isabs(value) else "must be an absolute path")
+
+
+def _optional(check):
+    return lambda value: None if value is None else check(value)
+
+
+def _http_url(value):
+    why = _text(value)
+    if why:
+        return why
+    try:
+        url = urllib.parse.urlsplit(value)
+        port = url.port
+    except ValueError as e:
+        return "must be an http(s) URL with a valid port (%s)" % e
+    if url.scheme not in ("http", "https") or not url.hostname:
+        return "must be an http:// or https:// URL with a host"
+    if port is None and ":" in url.netloc.rsplit("]", 1)[-1]:
+        return "must be an http(s) URL with a valid port"
+    return None
+
+
+def _detector(value):
+    if not isinstance(value, dict):
+        return "must be a JSON object of detector settings"
+    try:
+        DetectorSettings().with_overrides(value)
+    except (TypeError, ValueError) as e:
+        return "is invalid: %s" % e
+    return None
+
+
+def _plain(number):
+    return ("%g" % number) if isinstance(number, float) else str(number)
+
+
+@dataclass
+class SupervisorSettings:
+    """The settings file the sglang_service role writes (one JSON object)."""
+    unit: str = "sglang"
+    # The inventory name of the host: the `host` label of the start metrics (docs/metrics.md).
+    host: object = None
+    base_url: str = "http://127.0.0.1:30000"
+    model: str = "default"
+    api_key_file: object = None
+    starts_dir: str = start_records.DEFAULT_ROOT
+    keep_starts: int = 20
+    poll_s: float = 10.0
+    detector: dict = field(default_factory=dict)
+    # Each poll without a final verdict moves systemd's start timeout this far ahead.
+    extend_timeout_s: float = 600.0
+    # Hard bound on a start, 0 for none (TimeoutStartSec= is the safety net).
+    start_timeout_s: float = 0.0
+    stop_timeout_s: float = 60.0
+    liveness_interval_s: float = 30.0
+    liveness_timeout_s: float = 60.0
+    liveness_misses: int = 3
+    stacks: bool = True
+    venv_bin: object = None
+    nvidia_smi: str = "nvidia-smi"
+    # node_exporter's textfile folder for the start metrics, None for none.
+    metrics_dir: object = None
+    # Rule 4 (module_utils/services/observe_only.py): the ceiling of a start that runs observe-only is
+    # the larger of this and observe_only_ceiling_factor times the host's usual time to ready.
+    observe_only_min_ceiling_s: float = 1800.0
+    observe_only_ceiling_factor: float = 3.0
+
+    @classmethod
+    def load(cls, path):
+        """Settings from a JSON file; ValueError with one line naming the file, the field
+        and the problem."""
+        try:
+            with open(path, encoding="utf-8") as fh:
+                data = json.load(fh)
+        except OSError as e:
+            raise ValueError("cannot read the settings file %s: %s" % (path, e.strerror))
+        except ValueError as e:
+            raise ValueError("the settings file %s is not JSON: %s" % (path, e))
+        return cls.from_dict(data, path)
+
+    @classmethod
+    def from_dict(cls, data, path="<settings>"):
+        if not isinstance(data, dict):
+            raise ValueError("the settings file %s must hold a JSON object, not %s" % (path, _json_type(data)))
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError("unknown setting(s) in %s: %s (known: %s)" % (path, ", ".join(unknown), ", ".join(sorted(known))))
+        for name in sorted(data):
+            why = CHECKS[name](data[name])
+            if why:
+                raise ValueError("%s in %s %s, got %s" % (name, path, why, _shown(data[name])))
+        return cls(**data)
+
+
+CHECKS = {
+    "unit": _text,
+    "host": _optional(_text),
+    "base_url": _http_url,
+    "model": _text,
+    "api_key_file": _optional(_path),
+    "starts_dir": _path,
+    "keep_starts": _integer(1),
+    "poll_s": _number(0, inclusive=False),
+    "detector": _detector,
+    "extend_timeout_s": _number(0, inclusive=False),
+    "start_timeout_s": _number(0, inclusive=True),
+    "stop_timeout_s": _number(0, inclusive=False),
+    "liveness_interval_s": _number(0, inclusive=False),
+    "liveness_timeout_s": _number(0, inclusive=False),
+    "liveness_misses": _integer(1),
+    "stacks": _boolean,
+    "venv_bin": _optional(_path),
+    "nvidia_smi": _text,
+    "metrics_dir": _optional(_path),
+    "observe_only_min_ceiling_s": _number(0, inclusive=False),
+    "observe_only_ceiling_factor": _number(1, inclusive=True),
+}
+
+
+def _json_type(value):
+    for kind, name in ((bool, "a boolean"), (str, "a string"), (dict, "an object"), (list, "an array"),
+                       ((int, float), "a number")):
+        if isinstance(value, kind):
+            return name
+    return "null" if value is None else type(value).__name__
+
+
+def _shown(value):
+    text = json.dumps(value, default=str)
+    return "%s (%s)" % (text if len(text) <= 80 else text[:77] + "...", _json_type(value))
