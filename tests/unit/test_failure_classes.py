@@ -48,3 +48,18 @@ def test_the_runbook_carries_the_exit_status_table_rendered_from_the_classes():
     runbook = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "runbook.md")
     with open(runbook, encoding="utf-8") as fh:
         assert fc.exit_status_table() in fh.read(), "docs/runbook.md: paste fc.exit_status_table() again"
+
+
+def test_the_classes_that_implicate_the_weights_or_the_gpus_are_pinned():
+    # A warm restart re-attaches to the weight cache daemon's copy on the GPUs: these
+    # classes make the next restart cold (model/weight_cache.py).
+    assert fc.weight_implicating_codes() == [
+        "fatal_checkpoint", "fatal_nccl", "fatal_packing", "fatal_watchdog", "gpu_not_released",
+        "stall_spin", "weight_cache_daemon_died"]
+    assert not fc.implicates_weights("stall_idle") and fc.implicates_weights("fatal_checkpoint")
+
+
+def test_a_dead_weight_cache_daemon_is_a_failure_a_restart_helps():
+    cls = fc.failure_class("weight_cache_daemon_died")
+    assert cls.verdict == "failed" and cls.restart_helps and cls.implicates_weights
+    assert fc.exit_code("weight_cache_daemon_died") not in fc.restart_prevent_exit_statuses()

@@ -32,6 +32,11 @@ class FailureClass:
     # supervisor never ends with it). systemd restarts a unit for every status except
     # those of classes a restart cannot help (RestartPreventExitStatus=).
     exit_code: object = None
+    # The failure points at the weights on the GPUs or at the GPUs themselves (a damaged
+    # checkpoint, an illegal memory access while repacking, NCCL, a wedged GPU, the weight
+    # cache daemon gone): the next restart must load the weights again (a cold restart,
+    # model/weight_cache.py), never re-attach to the weight cache daemon's copy.
+    implicates_weights: bool = False
 
 
 _CLASSES = (
@@ -48,22 +53,26 @@ _CLASSES = (
     FailureClass("fatal_warmup", "failed", "warmup request failed", False,
                  "the model cannot serve a request with this configuration", exit_code=82),
     FailureClass("fatal_packing", "failed", "error while repacking weights", True,
-                 "seen as transient in the incident: the next start came up", exit_code=74),
+                 "seen as transient in the incident: the next start came up", exit_code=74, implicates_weights=True),
     FailureClass("fatal_checkpoint", "failed", "checkpoint unreadable or truncated", False,
-                 "the files on disk are damaged; re-download or restore them", exit_code=83),
+                 "the files on disk are damaged; re-download or restore them", exit_code=83, implicates_weights=True),
     FailureClass("fatal_nccl", "failed", "NCCL / distributed error", False,
-                 "usually a host problem (P2P, IOMMU/ACS, a wedged GPU)", exit_code=84),
+                 "usually a host problem (P2P, IOMMU/ACS, a wedged GPU)", exit_code=84, implicates_weights=True),
     FailureClass("fatal_watchdog", "failed", "scheduler watchdog timeout", False,
-                 "a rank hung inside a collective; the host needs a look", exit_code=85),
+                 "a rank hung inside a collective; the host needs a look", exit_code=85, implicates_weights=True),
     FailureClass("fatal_error", "failed", "fatal error in the server log", True,
                  "unknown cause; one restart is worth trying", exit_code=71),
     FailureClass("process_exited", "failed", "server process exited", True,
                  "the process died (exit 0 included); one restart is worth trying", exit_code=70),
+    FailureClass("weight_cache_daemon_died", "failed", "the weight cache daemon died", True,
+                 "the engine logged that the daemon holding its weights died (it kills itself then), or the "
+                 "supervisor of the daemon unit found a daemon process gone; a cold restart (daemon, then "
+                 "engine) loads the weights again", exit_code=79, implicates_weights=True),
     FailureClass("hang_after_ready", "failed", "server stopped answering after ready", True,
                  "generation hangs; a restart clears a wedged scheduler", exit_code=75),
     # Stalls: nothing moves and a positive sign of waiting is present.
     FailureClass("stall_spin", "stalled", "GPUs spinning with nothing moving (hung collective)", False,
-                 "NCCL init / P2P / all-reduce hangs come back; fix the host or flags", exit_code=86),
+                 "NCCL init / P2P / all-reduce hangs come back; fix the host or flags", exit_code=86, implicates_weights=True),
     FailureClass("stall_idle", "stalled", "every signal flat", True,
                  "a stalled read or a lost wake-up; a fresh start usually proceeds", exit_code=76),
     FailureClass("stall_wait_stacks", "stalled", "all ranks parked in a wait (py-spy)", True,
@@ -79,7 +88,8 @@ _CLASSES = (
     FailureClass("orphan_processes", "preflight", "leftover server processes hold GPUs", True,
                  "helps after the orphans are killed (allowed by sglang_restart_kill_orphans)"),
     FailureClass("gpu_not_released", "preflight", "GPU memory not released after stop", False,
-                 "a process survived SIGKILL or the GPU is wedged; reset the GPU or reboot"),
+                 "a process survived SIGKILL or the GPU is wedged; reset the GPU or reboot",
+                 implicates_weights=True),
     FailureClass("unit_missing", "preflight", "systemd unit not installed", False,
                  "run playbooks/site.yml first"),
     # The automation itself could not do its job on the host.
@@ -117,6 +127,16 @@ def failure_class(code):
 
 def restart_helps(code):
     return failure_class(code).restart_helps
+
+
+def implicates_weights(code):
+    """The class points at the weights on the GPUs or at the GPUs: restart cold."""
+    return failure_class(code).implicates_weights
+
+
+def weight_implicating_codes():
+    """The reason codes whose restart must be cold, sorted."""
+    return sorted(c.code for c in _CLASSES if c.implicates_weights)
 
 
 def exit_code(code):

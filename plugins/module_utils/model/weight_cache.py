@@ -1,0 +1,137 @@
+"""The weight cache vocabulary: warm and cold restarts, why a restart must be cold, the
+lines SGLang 0.5.23's weight cache daemon and its clients print, and the daemon's ready
+file (sglang/srt/weight_cache/, sglang-facts.md "Weight cache daemon").
+
+A warm restart restarts the engine alone and re-attaches to the weights the daemon holds
+on the GPUs; a cold one restarts the daemon too, so the weights come from disk again.
+Pure: no I/O (host/weight_cache_state.py reads the ready files).
+"""
+import re
+from dataclasses import dataclass
+
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model import failure_classes
+
+RESTART_WARM = "warm"
+RESTART_COLD = "cold"
+# A start meant to be warm whose engine fell back to a disk load: recorded as cold.
+RESTART_COLD_FALLBACK = "cold_fallback"
+RESTART_KINDS = (RESTART_WARM, RESTART_COLD, RESTART_COLD_FALLBACK)
+
+# The reasons `cold_reason` gives, and the upgrade's own (upgrade.yml restarts both units).
+REASON_DAEMON_NOT_HEALTHY = "daemon_not_healthy"
+REASON_IMPLICATES_WEIGHTS = "implicates_weights"   # "implicates_weights: <class>"
+REASON_WARM_START_FAILED = "warm_start_failed"
+REASON_FALLBACK_TO_DISK = "fallback_to_disk"
+REASON_UPGRADE = "upgrade"
+
+# The supervisor settings' `serves`: what the supervised unit runs.
+SERVES_ENGINE = "engine"
+SERVES_WEIGHT_CACHE = "weight_cache"
+SERVES = (SERVES_ENGINE, SERVES_WEIGHT_CACHE)
+
+
+def cold_reason(failure_class, daemon_healthy, warm_start_failed_before, fallback_seen):
+    """Why the next restart must be cold, or None when a warm one is fine.
+
+    failure_class: the reason code the last start ended with (None: none known);
+    daemon_healthy: the daemon unit is active and every GPU's ready file names a live pid;
+    warm_start_failed_before: a warm start of this run already failed or stalled;
+    fallback_seen: the engine logged the fallback to a disk load (CLIENT_FALLBACK)."""
+    if not daemon_healthy:
+        return REASON_DAEMON_NOT_HEALTHY
+    if failure_class and failure_classes.implicates_weights(failure_class):
+        return "%s: %s" % (REASON_IMPLICATES_WEIGHTS, failure_class)
+    if warm_start_failed_before:
+        return REASON_WARM_START_FAILED
+    if fallback_seen:
+        return REASON_FALLBACK_TO_DISK
+    return None
+
+
+# ---- the daemon's lines (sglang/srt/weight_cache/daemon.py) -------------------------------
+# "[WeightCacheDaemon gpu=0 tp_rank=0] Loading model from disk: /models/Kimi-K2.6"
+DAEMON_LOADING = re.compile(r"\[WeightCacheDaemon gpu=(?P<gpu>\d+)[^\]]*\] Loading model from disk: (?P<path>\S+)")
+# "[WeightCacheDaemon gpu=0 tp_rank=0] Model loaded from disk in 512.34s"
+DAEMON_LOADED = re.compile(r"\[WeightCacheDaemon gpu=(?P<gpu>\d+)[^\]]*\] Model loaded from disk in (?P<seconds>\d+(?:\.\d+)?)s")
+# "... Exported 1234 tensors as IPC handles." (per rank) and "... Exported 1234 tensors (5
+# non-persistent buffers), transport=..., metadata size ~1.2 MB" (per daemon)
+DAEMON_EXPORTED = re.compile(r"\[WeightCacheDaemon gpu=(?P<gpu>\d+)[^\]]*\] Exported (?P<tensors>\d+) tensors")
+# "[WeightCacheDaemon gpu=0] Listening on /run/sglang-k26-ddtree-weights/sglang_weight_cache_<uuid>.sock"
+DAEMON_LISTENING = re.compile(r"\[WeightCacheDaemon gpu=(?P<gpu>\d+)\] Listening on (?P<socket>\S+)")
+# "All 8 weight cache daemons on node 0 are ready (pp_ranks=0..0, tp_ranks=0..7, ...)"
+DAEMONS_READY = re.compile(r"All (?P<count>\d+) weight cache daemons on node (?P<node>\d+) are ready")
+# "[WeightCacheDaemon gpu=0] Received signal 15, shutting down", "... Shutdown complete",
+# and the launcher's "All weight cache daemons have been terminated"
+DAEMON_SHUTDOWN = re.compile(r"\[WeightCacheDaemon gpu=(?P<gpu>\d+)\] (?:Received signal \d+, shutting down|Shutdown complete)|"
+                             r"All weight cache daemons have been terminated")
+
+# ---- the engine's lines in client mode (sglang/srt/weight_cache/ipc_loader.py) --------------
+# "[IpcModelLoader] Requesting weights from daemon at SOCK with config: model=..., ..."
+CLIENT_REQUESTING = re.compile(r"\[IpcModelLoader\] Requesting weights from daemon at (?P<socket>\S+)")
+# "[IpcModelLoader] Loaded model via IPC (mode=client), total=3.21s": attached to the cache
+CLIENT_ATTACHED = re.compile(r"\[IpcModelLoader\] Loaded model via IPC \(mode=(?P<mode>\w+)\)")
+# No daemon, or one holding another configuration: a silent cold load from disk follows.
+CLIENT_FALLBACK = re.compile(r"\[IpcModelLoader\] Weight cache not available or config mismatch, falling back to disk load")
+# Critical: the daemon died under an engine that maps its weights; the engine SIGKILLs itself.
+CLIENT_DAEMON_DIED = re.compile(r"\[IpcModelLoader\] Weight cache daemon \(pid=(?P<pid>\d+)\) died while this engine holds its weights")
+
+# The phase each daemon or client line marks (log_lines.PHASE_MARKERS carries them).
+PHASE_MARKERS = (
+    (DAEMON_LOADING, "weight_load"),
+    (CLIENT_REQUESTING, "weight_load"),
+    (DAEMON_LOADED, "post_load"),
+    (DAEMON_EXPORTED, "post_load"),
+    (CLIENT_ATTACHED, "post_load"),
+)
+
+
+def attach_outcome(text):
+    """RESTART_WARM for the engine's attached line, RESTART_COLD_FALLBACK for its fallback
+    line, else None."""
+    if CLIENT_ATTACHED.search(text or ""):
+        return RESTART_WARM
+    if CLIENT_FALLBACK.search(text or ""):
+        return RESTART_COLD_FALLBACK
+    return None
+
+
+# ---- the ready file ---------------------------------------------------------------------------
+DEVICE_UUID_FIELD = "{device_uuid}"
+
+
+def device_uuid(nvidia_smi_uuid):
+    """The UUID the daemon keys its files by (str(torch...uuid)): nvidia-smi's without `GPU-`."""
+    return (nvidia_smi_uuid or "").strip().removeprefix("GPU-")
+
+
+def ready_path(ready_template, nvidia_smi_uuid):
+    """The ready file of one GPU; ValueError for a template without {device_uuid} (SGLang
+    refuses it too: every GPU would share one file)."""
+    if DEVICE_UUID_FIELD not in (ready_template or ""):
+        raise ValueError("weight cache ready template %r must contain %s" % (ready_template, DEVICE_UUID_FIELD))
+    return ready_template.replace(DEVICE_UUID_FIELD, device_uuid(nvidia_smi_uuid))
+
+
+@dataclass(frozen=True)
+class ReadyFile:
+    pid: object      # int, or None when the file names no readable pid
+    config: str      # the daemon's config as written (a dict's repr), '' when absent
+
+
+def parse_ready_file(text):
+    """The daemon's ready file ("pid=N\\nconfig={...}\\n") as a ReadyFile."""
+    pid, config = None, ""
+    for line in (text or "").splitlines():
+        key, sep, value = line.partition("=")
+        if not sep:
+            continue
+        if key == "pid" and pid is None:
+            try:
+                pid = int(value.strip())
+            except ValueError:
+                pid = None
+        elif key == "config" and not config:
+            config = value.strip()
+    if pid is not None and pid <= 0:
+        pid = None
+    return ReadyFile(pid, config)
