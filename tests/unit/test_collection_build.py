@@ -16,7 +16,8 @@ import yaml
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
 GALAXY = os.path.join(os.path.dirname(sys.executable), "ansible-galaxy")
 # What a collection consists of; anything else in the tarball is a mistake.
-TOP_FILES = {"MANIFEST.json", "FILES.json", "README.md", "LICENSE", "CHANGELOG.rst"}
+TOP_FILES = {"MANIFEST.json", "FILES.json", "README.md", "LICENSE", "CHANGELOG.rst", "bindep.txt",
+             "tests/config.yml"}
 FOLDERS = ("meta/", "plugins/", "roles/", "playbooks/", "docs/", "changelogs/", "monitoring/",
            "tests/sanity/", "tests/unit/")
 # A checkout's state: none of it may reach the tarball.
@@ -79,7 +80,8 @@ def test_every_tracked_file_of_the_collection_folders_is_shipped(tarball):
     assert sorted(set(wanted) - set(names)) == []
     for required in ("README.md", "LICENSE", "CHANGELOG.rst", "meta/runtime.yml",
                      "tests/sanity/ignore-2.19.txt", "plugins/modules/sglang_probe.py",
-                     "playbooks/restart.yml"):
+                     "playbooks/restart.yml", "tests/config.yml", "meta/execution-environment.yml",
+                     "meta/requirements.txt", "bindep.txt"):
         assert required in names
 
 
