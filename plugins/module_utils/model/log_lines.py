@@ -13,7 +13,7 @@ import functools
 import re
 from dataclasses import dataclass, replace
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model import sglang_dialect
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model import sglang_dialect, weight_cache
 
 
 # (pattern, phase). First match wins; order matters only where patterns overlap.
@@ -29,11 +29,12 @@ PHASE_MARKERS = (
                 r"Uvicorn running on"), "http_server"),
     (re.compile(r"GET /(get_)?model_info|POST /generate|Prefill batch"), "warmup"),
     (re.compile(r"The server is fired up and ready to roll"), "ready"),
-)
+) + weight_cache.PHASE_MARKERS   # the weight cache daemon's load, the engine attaching to it
 
 # (pattern, reason code), most specific first: the first class that matches any line
 # of a poll names the failure.
 FATAL_PATTERNS = (
+    (weight_cache.CLIENT_DAEMON_DIED, "weight_cache_daemon_died"),
     (re.compile(r"OutOfMemoryError|CUDA out of memory|CUDA error: out of memory|Not enough memory\. Please try to increase", re.I), "fatal_oom"),
     (re.compile(r"memory capacity is unbalanced|may be occupied by other processes"), "fatal_gpu_occupied"),
     (re.compile(r"address already in use|\[Errno 98\]", re.I), "fatal_port_in_use"),

@@ -13,6 +13,7 @@ import urllib.parse
 from dataclasses import dataclass, field, fields
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records import start_records
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model import weight_cache
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings
 
 _NOTHING = object()
@@ -122,6 +123,13 @@ class SupervisorSettings:
     # the larger of this and observe_only_ceiling_factor times the host's usual time to ready.
     observe_only_min_ceiling_s: float = 1800.0
     observe_only_ceiling_factor: float = 3.0
+    # What the unit runs: "engine" (the SGLang server) or "weight_cache" (SGLang's weight
+    # cache daemon, ready when every GPU's ready file names a live pid; no HTTP).
+    serves: str = weight_cache.SERVES_ENGINE
+    # The daemon's ready-file template (SGLANG_WEIGHT_CACHE_READY_TEMPLATE, with
+    # {device_uuid}): the daemon unit's readiness, and for an engine the daemon it attaches
+    # to (waited for before the engine starts). None: no weight cache.
+    weight_cache_ready_template: object = None
 
     @classmethod
     def load(cls, path):
@@ -148,6 +156,9 @@ class SupervisorSettings:
             why = CHECKS[name](data[name])
             if why:
                 raise ValueError("%s in %s %s, got %s" % (name, path, why, _shown(data[name])))
+        if data.get("serves") == weight_cache.SERVES_WEIGHT_CACHE and not data.get("weight_cache_ready_template"):
+            raise ValueError("serves in %s is %r, which needs weight_cache_ready_template (the daemon's ready files)"
+                             % (path, weight_cache.SERVES_WEIGHT_CACHE))
         return cls(**data)
 
 
@@ -173,6 +184,9 @@ CHECKS = {
     "metrics_dir": _optional(_path),
     "observe_only_min_ceiling_s": _number(0, inclusive=False),
     "observe_only_ceiling_factor": _number(1, inclusive=True),
+    "serves": lambda value: None if value in weight_cache.SERVES else "must be one of %s" % ", ".join(weight_cache.SERVES),
+    "weight_cache_ready_template": _optional(lambda value: _path(value) or (
+        None if weight_cache.DEVICE_UUID_FIELD in value else "must contain %s" % weight_cache.DEVICE_UUID_FIELD)),
 }
 
 
