@@ -63,12 +63,14 @@ lint: venv
 	ANSIBLE_HOME=$(CURDIR)/.cache/ansible-lint $(VENV)/bin/ansible-lint
 
 # The collection as users install it (bin/collection): the tarball, then ansible-test
-# on a copy installed from it into an empty collections path.
+# on a copy installed from it into an empty collections path, and galaxy-importer on
+# the tarball as Galaxy and Automation Hub run it.
 collection: venv
 	bin/collection build
 
 sanity: collection
 	bin/collection sanity
+	bin/collection import
 
 units: collection
 	bin/collection units
