@@ -74,7 +74,7 @@ def test_every_target_that_runs_system_tools_installs_them_first():
 
 
 def readme_test_command():
-    tests_section = (ROOT / "README.md").read_text().split("\n## Tests\n", 1)[1]
+    tests_section = (ROOT / "README.md").read_text().split("\n## Testing\n", 1)[1]
     return re.search(r"```\n(.+?)\n```", tests_section, re.S).group(1).strip()
 
 
