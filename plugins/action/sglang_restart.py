@@ -49,6 +49,8 @@ ARGUMENT_SPEC = {
     "prewarm": {"type": "dict", "default": {}},
     "break_lock": {"type": "bool", "default": False},
     "server": {"type": "dict", "default": {}},
+    "weight_cache": {"type": "bool"},
+    "cold": {"type": "bool", "default": False},
 }
 SERVER_OPTIONS = ("name", "nodes")
 PREWARM_LOOP_OPTIONS = ("step_s", "max_total_s")

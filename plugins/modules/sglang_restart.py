@@ -175,6 +175,32 @@ options:
         the host); two live restarts of one host stop each other's start.
     type: bool
     default: false
+  weight_cache:
+    description:
+      - "Whether the host runs SGLang's weight cache daemon beside the unit, as
+        C(<unit>-weights.service) (the sglang_service role's C(sglang_service_weight_cache)).
+        Unset: whether that unit is installed. V(false): the restart ignores the daemon.
+        V(true) with the daemon's unit missing fails before anything changes."
+      - "With the weight cache each start is warm or cold, decided per attempt. Warm: the
+        unit alone is restarted and re-attaches to the weights the daemon holds on the GPUs;
+        the daemon's processes are expected GPU holders (never leftovers to kill), and a
+        stop waits for the unit's own GPU memory only. Cold: the unit is stopped, the daemon
+        restarted and its start followed (ready when its supervisor says every GPU's weights
+        are ready), then the unit started. Cold when O(cold) is set, when the daemon is not
+        healthy (its unit not active/running or its newest start not ready), when the
+        previous start of this run was warm and failed or stalled, when its failure class
+        implicates the weights or the GPUs, or when it fell back to a disk load. On a
+        supervised unit a failed start is followed by at most one cold restart per run;
+        after that systemd restarts the unit as usual."
+      - "Progress lines, the result (C(restart_kind), C(restart_kind_reason),
+        C(weight_cache)), run.json and the incident report say warm or cold and why."
+    type: bool
+  cold:
+    description:
+      - Make the first start of this run cold (the weight cache daemon restarted too), e.g.
+        after an upgrade of SGLang or the model. No effect without the weight cache.
+    type: bool
+    default: false
   server:
     description:
       - "This host is one node of a server spread over several hosts (SGLang C(--nnodes)),

@@ -16,7 +16,7 @@ class Holder:
     mem_mib: object
     in_unit: bool
     cmdline: str
-    kind: str = ""  # unit | orphan | foreign (classify_holders)
+    kind: str = ""  # unit | weight_cache | orphan | foreign (classify_holders)
 
     def describe(self):
         cmd = self.cmdline.strip() or "(command line unreadable)"
@@ -56,10 +56,15 @@ def is_our_orphan(cmdline, venv):
     return False
 
 
-def classify_holders(check, venv):
+def classify_holders(check, venv, expected_pids=()):
+    """expected_pids: processes of the weight cache daemon's unit (weight_cache_step): they
+    hold the weights on purpose, beside the engine unit, and are never its leftovers."""
+    expected = set(expected_pids)
     for h in check.holders:
         if h.in_unit:
             h.kind = "unit"
+        elif h.pid in expected:
+            h.kind = "weight_cache"
         elif is_our_orphan(h.cmdline, venv):
             h.kind = "orphan"
         else:
@@ -69,17 +74,18 @@ def classify_holders(check, venv):
 
 def gpu_released(check, gpu_idle_mib):
     """(released, why not): no unit or orphan process holds GPU memory and each GPU uses no
-    more than what foreign holders account for plus gpu_idle_mib."""
+    more than what foreign and weight cache holders account for plus gpu_idle_mib: a warm
+    restart waits for the engine's own memory only."""
     if not check.available:
         return True, ""
     ours = [h for h in check.holders if h.kind in ("unit", "orphan")]
     if ours:
         return False, "still holding GPU memory: " + "; ".join(h.describe() for h in ours)
-    foreign_by_uuid = {}
-    for h in check.holders:
-        foreign_by_uuid[h.gpu_uuid] = foreign_by_uuid.get(h.gpu_uuid, 0) + (h.mem_mib or 0)
+    accounted_by_uuid = {}
+    for h in check.holders:   # only foreign and weight_cache holders are left here
+        accounted_by_uuid[h.gpu_uuid] = accounted_by_uuid.get(h.gpu_uuid, 0) + (h.mem_mib or 0)
     high = ["GPU %d: %s MiB used" % (idx, used) for idx, uuid, used, _total in check.gpus
-            if used is not None and used > foreign_by_uuid.get(uuid, 0) + gpu_idle_mib]
+            if used is not None and used > accounted_by_uuid.get(uuid, 0) + gpu_idle_mib]
     if high:
         return False, "GPU memory above baseline (%d MiB idle allowance): %s" % (gpu_idle_mib, ", ".join(high))
     return True, ""

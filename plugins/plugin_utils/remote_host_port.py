@@ -31,6 +31,12 @@ class RemoteHostPort:
         return RemoteHostPort(self.unit, self.shell, self.run_probe, self.emit, dict(self._probe_args, **more),
                               clock=self.clock, sleep=self.sleep)
 
+    def for_unit(self, unit):
+        """The same port aimed at another unit of the host (the weight cache daemon's):
+        its reads and verbs name that unit."""
+        return RemoteHostPort(unit, self.shell, self.run_probe, self.emit, dict(self._probe_args, unit=unit),
+                              clock=self.clock, sleep=self.sleep)
+
     def probe(self, cursor=None, stacks=False, since_epoch_s=None):
         """One observation (start_watch.HostPort.probe)."""
         module_args = dict(self._probe_args, stacks=bool(stacks))

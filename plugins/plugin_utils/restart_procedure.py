@@ -19,13 +19,12 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.model.failure_c
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.progress_line import progress_line
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host import systemd_unit
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services.start_watch import TraceTarget, WatchOptions, watch_start
-from ansible_collections.sglang_ops.serving.plugins.module_utils.services import (
-    observe_only as observe_only_words,
-)
+from ansible_collections.sglang_ops.serving.plugins.module_utils.services import observe_only as observe_only_words
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import observe_only_step
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import (
-    host_checks, host_lock, metrics_step, server_sync, supervised_restart, systemctl_verbs)
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import iso_utc, redact_secrets
+    host_checks, host_lock, metrics_step, server_sync, supervised_restart, systemctl_verbs, weight_cache_step)
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model import weight_cache
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import RunArtifacts, iso_utc, redact_secrets
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import (
     TraceFormatError, code_version, header_settings, read_trace, relative_observation)
 
@@ -35,6 +34,11 @@ SETTLE_NUDGE_S = 10.0
 
 class RemoteStepFailed(Exception):
     """A command the procedure depends on (systemctl start, ...) failed on the host."""
+
+
+class _ColdRestartFailed(Exception):
+    """A cold restart's stop or daemon start failed during a supervised run: args are the
+    hand-over's (phase, code, reason, because)."""
 
 
 class RunInterrupted(BaseException):
@@ -161,6 +165,9 @@ class RestartProcedure:
         self.venv = None
         self.stage = "preflight"      # what the procedure is doing, for an interruption's record
         self.current_attempt = None   # the attempt being watched, until it is recorded
+        self.daemon = None            # weight_cache_step.DaemonView when the host runs the weight cache
+        self.cold_restarts = 0        # cold restarts this run did after a failed start (at most one)
+        self._plans = [(1, None)]     # (first supervised start, RestartPlan) in force from it on
         self.record = {
             "host": host, "unit": self.unit, "started": iso_utc(port.clock()), "finished": None,
             "outcome": None, "gave_up_because": None, "attempts": [], "preflight": {},
@@ -197,12 +204,104 @@ class RestartProcedure:
                             holders=True, gpu_timeout_s=host_checks.NVIDIA_SMI_TIMEOUT_S)
         state = result["unit_state"]
         self._use_venv(state)
-        return state, host_checks.classify_holders(host_checks.gpu_check(result["gpu_holders"]), self.venv)
+        if state["installed"]:
+            self._read_daemon(first=True)
+        return state, self._classified(result["gpu_holders"])
 
     def _gpu_check(self):
         result = self._read("GPU holder listing", "gpu_holders", holders=True,
                             gpu_timeout_s=host_checks.NVIDIA_SMI_TIMEOUT_S)
-        return host_checks.classify_holders(host_checks.gpu_check(result["gpu_holders"]), self.venv)
+        if self.daemon is not None:
+            self._read_daemon()   # its processes now: a cold restart replaces them
+        return self._classified(result["gpu_holders"])
+
+    def _classified(self, gpu_holders):
+        """The GPU holders, the weight cache daemon's processes expected beside the unit's."""
+        return host_checks.classify_holders(host_checks.gpu_check(gpu_holders), self.venv,
+                                            expected_pids=self.daemon.pids if self.daemon is not None else ())
+
+    # ---- the weight cache daemon (weight_cache_step) -------------------------------------
+    def _read_daemon(self, first=False):
+        """Read the daemon unit beside this one; on the first read, decide whether the host runs
+        the weight cache at all (option weight_cache, else the daemon unit installed)."""
+        if not first and self.daemon is None:
+            return None
+        if first and self.args.get("weight_cache") is False:
+            return None
+        try:
+            view = weight_cache_step.read_daemon(self.port, self.unit)
+        except RuntimeError as exc:
+            raise RemoteStepFailed("%s: %s" % (self.host, exc))
+        if first:
+            try:
+                used = weight_cache_step.in_use(self.args.get("weight_cache"), view)
+            except ValueError as exc:
+                raise RemoteStepFailed("%s: %s" % (self.host, exc))
+            if not used:
+                return None
+            self.record["weight_cache"] = {"daemon_unit": view.unit, "daemon_before": view.to_dict(),
+                                           "cold_restarts": []}
+        self.daemon = view
+        return view
+
+    def _plan(self, previous=None):
+        """The next start's RestartPlan (warm or cold, why), or None without the weight cache."""
+        if self.daemon is None:
+            return None
+        self._read_daemon()
+        return weight_cache_step.plan(self.daemon, bool(self.args.get("cold")), previous)
+
+    def _note_plan(self, attempt, planned):
+        """The attempt's restart_kind and why: the supervisor's record when it has one (a warm
+        start that fell back to a disk load is cold_fallback), else the plan."""
+        if planned is None:
+            return
+        if not attempt.get("restart_kind"):
+            attempt["restart_kind"], attempt["restart_kind_reason"] = planned.kind, planned.reason
+        elif not attempt.get("restart_kind_reason"):
+            attempt["restart_kind_reason"] = planned.reason
+        self.record["restart_kind"] = attempt["restart_kind"]
+        self.record["restart_kind_reason"] = attempt["restart_kind_reason"]
+
+    def _restart_daemon(self, planned, before_attempt):
+        """Cold: restart the daemon unit (the engine is already stopped: it maps the daemon's
+        weights) and follow its start with its supervisor's records. None when it is ready,
+        else (phase, reason_code, reason) of the daemon's failed start."""
+        name = self.daemon.unit
+        self.stage = "restarting the weight cache daemon %s (cold, attempt %d)" % (name, before_attempt)
+        self.port.emit("cold restart (%s): restarting the weight cache daemon %s; %s starts once its weights "
+                       "are on the GPUs" % (planned.reason, name, self.unit))
+        folder = "weights-before-attempt-%d" % before_attempt
+        watch = supervised_restart.SupervisedRestart(
+            name, self.port.for_unit(name), RunArtifacts.at(self.artifacts.abspath(folder)), self.args["poll_s"],
+            self.args["start_timeout_s"], starts_dir=weight_cache_step.daemon_starts_dir())
+        self.changed = True
+        try:
+            res = watch.run()
+        except (RuntimeError, ValueError) as exc:
+            raise RemoteStepFailed("%s: weight cache daemon: %s" % (self.host, exc))
+        last = res["last"] or {}
+        self.record["weight_cache"]["cold_restarts"].append({
+            "before_attempt": before_attempt, "reason": planned.reason, "outcome": res["outcome"], "folder": folder,
+            "daemon_starts": [{k: a.get(k) for k in ("n", "verdict", "phase", "reason_code", "reason", "t")}
+                              for a in watch.attempts]})
+        self._read_daemon()
+        if res["outcome"] == "ready":
+            self.port.emit("weight cache daemon %s ready after %s (MainPID %s); starting %s" % (
+                name, fmt_duration(last.get("ready_after_s") or 0.0), self.daemon.main_pid, self.unit))
+            return None
+        if res["outcome"] == "timeout":
+            return (last.get("phase") or "weight_load", "stall_no_progress",
+                    "the weight cache daemon %s was not ready within start_timeout_s=%.0f s; last: %s" % (
+                        name, self.args["start_timeout_s"], last.get("progress") or last.get("reason") or "none"))
+        return (last.get("phase") or "weight_load", last.get("reason_code") or "process_exited",
+                "the weight cache daemon %s did not come up: %s" % (name, last.get("reason") or "no reason recorded"))
+
+    def _daemon_words(self):
+        d = self.daemon
+        if d.healthy:
+            return "weight cache daemon %s healthy (MainPID %s)" % (d.unit, d.main_pid)
+        return "weight cache daemon %s not healthy: %s" % (d.unit, d.why_not_healthy())
 
     def _use_venv(self, state):
         """The unit's venv (off ExecStart): where its py-spy is, and what counts as ours."""
@@ -243,6 +342,13 @@ class RestartProcedure:
                     "unit_state": obs.get("unit"), "missing": result.get("missing", {}),
                     "msg": "%s: %s; %s" % (self.host, a.reason, would)})
         res["verdict"] = a.verdict
+        if self.daemon is not None:
+            planned = self._plan()
+            res["weight_cache"] = dict(self.daemon.to_dict(), next_restart=planned.kind,
+                                       next_restart_reason=planned.reason)
+            res["weight_cache_summary"] = "%s; the next restart would be %s" % (self._daemon_words(), planned.words())
+            if not held_by and not foreign and not (orphans and not self.args["kill_orphans"]):
+                res["would"] = would + "; " + planned.words()
         if systemd_unit.is_supervised(state["exec_start"]):
             res["supervised"] = True
             res["recent_starts"] = self._recent_starts()
@@ -356,6 +462,14 @@ class RestartProcedure:
                                          self.args["stop_timeout_s"] + self.args["release_timeout_s"] + 60)
                 if handed_over:
                     return handed_over
+            planned = self._plan(self.record["attempts"][-1] if self.record["attempts"] else None)
+            if planned is not None:
+                self.port.emit("attempt %d: %s restart; %s" % (n, planned.kind, planned.words()))
+                if planned.cold:
+                    daemon_failed = self._restart_daemon(planned, n)
+                    if daemon_failed:
+                        return self._hand_over(*daemon_failed, because="the weight cache daemon did not come up: "
+                                                                      "the engine cannot attach to its weights")
             watched = self._attempt(n)
             server_decision = None
             if self.server is not None:
@@ -365,6 +479,7 @@ class RestartProcedure:
             attempt = dict(self.current_attempt)
             attempt.update(watched.to_dict())
             attempt["probe_cost"] = watched.probe_cost
+            self._note_plan(attempt, planned)
             self.current_attempt = None
             self.record["attempts"].append(attempt)
             if watched.ready:
@@ -408,17 +523,30 @@ class RestartProcedure:
             self.changed = True
             self.record["preflight"].setdefault("orphans_killed", []).extend(
                 redact_secrets(h.describe()) for h in orphans)
-        self.stage = "restarting %s and following its supervisor" % self.unit
         self.record["decided_by"] = "supervisor"
+        planned = self._plan()
+        self._plans = [(1, planned)]
+        if planned is not None:
+            self.port.emit("%s restart of %s: %s; %s" % (planned.kind, self.unit, planned.words(), self._daemon_words()))
+            if planned.cold:
+                failed = self._cold_before_engine(planned, 1, self.args["stop_timeout_s"])
+                if failed:
+                    return self._hand_over(*failed)
+        self.stage = "restarting %s and following its supervisor" % self.unit
         watch = supervised_restart.SupervisedRestart(
-            self.unit, self.port, self.artifacts, self.args["poll_s"], self.args["start_timeout_s"])
+            self.unit, self.port, self.artifacts, self.args["poll_s"], self.args["start_timeout_s"],
+            after_failed_start=self._escalate if planned is not None else None)
         self.changed = True
         try:
             res = watch.run()
+        except _ColdRestartFailed as exc:
+            return self._hand_over(*exc.args)
         except (RuntimeError, ValueError) as exc:
             raise RemoteStepFailed("%s: %s" % (self.host, exc))
         finally:
             self.record["attempts"] = watch.attempts
+            for attempt in watch.attempts:
+                self._note_plan(attempt, self._plan_of(attempt["n"]))
             self._note_supervisor_settings(watch.attempts)
         last = res["last"] or {}
         if res.get("time_to_ready"):
@@ -441,6 +569,53 @@ class RestartProcedure:
                                because="systemd left %s %s/%s: %s" % (
                                    self.unit, unit_state.get("active"), unit_state.get("result"), why),
                                verdict=last.get("verdict"))
+
+    def _plan_of(self, n):
+        """The plan the supervised start n was made under (the last one from before it)."""
+        return [p for first, p in self._plans if first <= n][-1]
+
+    def _cold_before_engine(self, planned, n, stop_timeout_s):
+        """Cold on a supervised unit: stop it (its GPUs released but for the daemon's), restart
+        the daemon and follow its start. None, or the hand-over's (phase, code, reason, because)."""
+        self.stage = "stopping %s for a cold restart" % self.unit
+        problem = self._stop_and_release(stop_timeout_s)
+        if problem:
+            return ("stopping", problem[0], problem[1], None)
+        daemon_failed = self._restart_daemon(planned, n)
+        if daemon_failed:
+            return daemon_failed + ("the weight cache daemon did not come up: the engine cannot attach to its weights",)
+        return None
+
+    def _escalate(self, attempt, dummy_unit_state):
+        """after_failed_start of a supervised run: a failed warm start (or one whose class
+        implicates the weights, or a daemon found unhealthy) makes the next start cold, once
+        per run: the engine stopped, the daemon restarted and followed, the engine started.
+        False leaves the next start to systemd."""
+        current = self._plan_of(attempt["n"])
+        self._note_plan(attempt, current)
+        code = attempt.get("reason_code")
+        if self.cold_restarts or attempt.get("verdict") == "stopped" or (
+                code in FAILURE_CLASSES and not FAILURE_CLASSES[code].restart_helps):
+            return False
+        planned = self._plan(attempt)
+        if not planned.cold:
+            return False
+        self.cold_restarts += 1
+        attempt["action"] = "restarted cold"
+        attempt["decision"] = "next start cold: %s" % planned.reason
+        self.port.emit("start %d ended %s (%s): the next start is cold (%s)" % (
+            attempt["n"], attempt.get("verdict"), code, planned.reason))
+        self._plans.append((attempt["n"] + 1, planned))
+        failed = self._cold_before_engine(planned, attempt["n"] + 1, min(self.args["stop_timeout_s"],
+                                                                        self.args["failed_stop_timeout_s"]))
+        if failed:
+            raise _ColdRestartFailed(*failed)
+        rc, dummy_out, err = self.port.verb("restart-no-block")
+        if rc != 0:
+            raise RemoteStepFailed("%s: systemctl restart of %s failed (rc %s): %s" % (
+                self.host, self.unit, rc, redact_secrets((err or "").strip()[-300:])))
+        self.stage = "restarting %s and following its supervisor" % self.unit
+        return True
 
     def _note_supervisor_settings(self, attempts):
         """run.json's settings are the ones that decided: on a supervised unit, the
@@ -644,10 +819,12 @@ class RestartProcedure:
         res = self._finish("gave_up", phase, code, reason, failed=True, verdict=verdict)
         title = FAILURE_CLASSES[code].title if code in FAILURE_CLASSES else code
         held = observe_only_step.summary_words(self.record["attempts"])
-        res["msg"] = ("%s: gave up on %s after %s, in phase %s: %s (%s): %s. Why no restart: %s. %s"
+        kind = ("Last start %s (%s). " % (res["restart_kind"], res["restart_kind_reason"])
+                if res.get("restart_kind") else "")
+        res["msg"] = ("%s: gave up on %s after %s, in phase %s: %s (%s): %s. Why no restart: %s. %s%s"
                       "Artifacts: %s" % (self.host, self._unit_words(), _count(n, "attempt"), phase, title, code,
                                          redact_secrets(reason), because, "Rule 4: %s. " % held if held else "",
-                                         self._artifacts_words()))
+                                         kind, self._artifacts_words()))
         res["report"], report_error = self._write_incident_report()
         if report_error:
             res["report_error"] = report_error
@@ -669,10 +846,16 @@ class RestartProcedure:
                "gave_up_because": self.record["gave_up_because"]}
         if failed:
             res["failed"] = True
+        kind_words = ""
+        if self.record.get("restart_kind"):
+            res["restart_kind"] = self.record["restart_kind"]
+            res["restart_kind_reason"] = self.record["restart_kind_reason"]
+            res["weight_cache"] = self.record.get("weight_cache")
+            kind_words = "%s restart (%s); " % (res["restart_kind"], res["restart_kind_reason"])
         if outcome == "ready":
             held = observe_only_step.summary_words(self.record["attempts"])
-            res["msg"] = "%s: %s ready after %s; %s%sartifacts: %s" % (
-                self.host, self._unit_words(), _count(len(self.record["attempts"]), "attempt"),
+            res["msg"] = "%s: %s ready after %s; %s%s%sartifacts: %s" % (
+                self.host, self._unit_words(), _count(len(self.record["attempts"]), "attempt"), kind_words,
                 _time_to_ready_words(self.record.get("time_to_ready")), held + "; " if held else "",
                 self._artifacts_words())
         return res

@@ -82,9 +82,14 @@ class SupervisedRestart:
     leaves the unit failed. port: the restart's host port (read, verb, emit, clock, sleep);
     artifacts: RunArtifacts."""
 
-    def __init__(self, unit, port, artifacts, poll_s, start_timeout_s, starts_dir=start_records.DEFAULT_ROOT):
+    def __init__(self, unit, port, artifacts, poll_s, start_timeout_s, starts_dir=start_records.DEFAULT_ROOT,
+                 after_failed_start=None):
         self.unit, self.port, self.artifacts = unit, port, artifacts
         self.poll_s, self.start_timeout_s, self.starts_dir = poll_s, start_timeout_s, starts_dir
+        # after_failed_start(attempt, unit_state) -> True when it restarted the unit itself (a
+        # cold restart after a failed warm start, weight_cache_step); the starts that follow
+        # are followed as before. None: systemd alone restarts the unit.
+        self.after_failed_start = after_failed_start
         self.attempts = []
         self.seen = {}     # every start record read during the run, by folder: the history
 
@@ -124,7 +129,8 @@ class SupervisedRestart:
                 "reason": record.get("reason") or "", "t": round(_elapsed_s(record), 3), "polls": record.get("polls"),
                 "started_epoch_s": record.get("started_at"), "exit_code": record.get("exit_code"),
                 "phase_durations": record.get("phase_durations") or {}, "host_dir": record.get("dir"),
-                "decided_by": "supervisor", "action": action, "observe_only": record.get("observe_only")}
+                "decided_by": "supervisor", "action": action, "observe_only": record.get("observe_only"),
+                "restart_kind": record.get("restart_kind"), "restart_kind_reason": record.get("restart_kind_reason")}
 
     def run(self):
         """{"outcome": ready | gave_up | timeout, "attempts": [...], "last": record or None,
@@ -140,6 +146,7 @@ class SupervisedRestart:
         while True:
             unit, state = self._read()
             new = [s for s in reversed(state["starts"]) if s["dir"] not in known]   # oldest first
+            restarted_here = False
             for record in new:
                 n = [s["dir"] for s in new].index(record["dir"]) + 1
                 if record["dir"] in done:
@@ -156,12 +163,18 @@ class SupervisedRestart:
                     self.port.emit("start %d: %s" % (n, verdict_words(record)))
                     if ready:
                         return self._result("ready", record, unit)
+                    if self.after_failed_start is not None and self.after_failed_start(attempt, unit):
+                        restarted_here = True
+                        break
                 elif (record.get("observe_only") or {}).get("words") and shown.get(("oo", record["dir"])) is None:
                     shown[("oo", record["dir"])] = True   # rule 4: said once per start, before its progress
                     self.port.emit("start %d: %s" % (n, record["observe_only"]["words"]))
                 elif record.get("progress") and shown.get(record["dir"]) != record["progress"]:
                     shown[record["dir"]] = record["progress"]
                     self.port.emit("start %d: %s" % (n, record["progress"]))
+            if restarted_here:   # the unit state read above is from before that restart
+                self.port.sleep(self.poll_s)
+                continue
             # Every start still in the read window has ended (older ones, beyond RECENT_STARTS
             # or pruned by the supervisor, were counted when they ended).
             if done and all(s["dir"] in done for s in new) and unit_gave_up(unit):

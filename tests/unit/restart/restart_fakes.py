@@ -98,9 +98,18 @@ class FakeHost:
             return [{"pid": 77, "state": "T", "cmdline": "sglang::scheduler_TP0"}]
         return []
 
+    def read_daemon(self, module_args):
+        """A read of the weight cache daemon's unit (<unit>-weights): none on this host."""
+        del module_args
+        return {"missing": {}, "cursor": None, "unit_processes": [], "starts": {"current": None, "starts": []},
+                "unit_state": {"installed": False, "load_state": "not-found", "active": "inactive", "sub": "dead",
+                               "main_pid": None, "result": "success", "exec_start": "", "venv": None}}
+
     def read(self, module_args):
         """The sglang_probe result for a call with observation=false."""
         self.reads.append({k for k in ("unit_state", "holders", "unit_processes", "diagnostics") if module_args.get(k)})
+        if str(module_args.get("unit", "")).endswith("-weights"):
+            return self.read_daemon(module_args)
         result = {"missing": {}, "cursor": None}
         if module_args.get("unit_state"):
             result["unit_state"] = self._unit_state()

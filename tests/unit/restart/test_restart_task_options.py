@@ -19,6 +19,7 @@ ACTION = "sglang_ops.serving.sglang_restart"
 FROM_THE_ROLE = {
     "unit": "sglang_service_unit_name",       # the unit the role installs
     "port": "sglang_service_port",            # the port the role's unit listens on
+    "weight_cache": "sglang_service_weight_cache",   # the role installs the daemon's unit beside it
 }
 # The server's nodes come from the inventory group named by sglang_service_nodes_group.
 FROM_THE_INVENTORY = {"server"}
@@ -50,7 +51,7 @@ def test_each_sglang_restart_variable_reaches_its_option(name):
     assert render(task_args()[name], {"sglang_restart_%s" % name: sample}) == sample
 
 
-@pytest.mark.parametrize("name", ["host", "gpu_idle_mib", "backoff_max_s", "poll_s", "prewarm"])
+@pytest.mark.parametrize("name", ["host", "gpu_idle_mib", "backoff_max_s", "poll_s", "prewarm", "weight_cache", "cold"])
 def test_an_unset_variable_leaves_the_actions_default(name):
     with pytest.raises(AnsibleValueOmittedError):
         render(task_args()[name], {})

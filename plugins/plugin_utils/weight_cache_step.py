@@ -1,0 +1,134 @@
+"""Warm or cold, per attempt of a restart, on a host whose engine unit runs beside SGLang's
+weight cache daemon unit (<unit>-weights.service, roles/sglang_service
+sglang_service_weight_cache).
+
+Warm: the engine unit alone is restarted and re-attaches to the weights the daemon holds
+on the GPUs; the daemon unit is untouched and its processes are expected GPU holders.
+Cold: the engine is stopped, the daemon unit restarted and its start followed like the
+engine's (its supervisor says ready once every GPU's ready file names a live daemon), then
+the engine is started. model/weight_cache.cold_reason says when a restart must be cold;
+this module reads the daemon as the restart sees it and turns that into a plan.
+
+The daemon's health is its supervisor's verdict: the unit is active and running and its
+newest start record is ready (after ready, the supervisor checks every GPU's ready file
+and pid each poll and ends the start when one is gone).
+"""
+import os
+from dataclasses import dataclass, field
+
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model import weight_cache
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records import start_records
+
+DAEMON_UNIT_SUFFIX = "-weights"
+# The restart was told to be cold (the option cold, sglang_restart_cold).
+REASON_REQUESTED = "requested"
+REASON_DAEMON_HEALTHY = "daemon_healthy"
+
+
+def daemon_unit(unit):
+    """The daemon's unit beside the engine unit `unit` (the role's _sglang_service_weights_unit)."""
+    return unit + DAEMON_UNIT_SUFFIX
+
+
+def daemon_starts_dir(engine_starts_dir=start_records.DEFAULT_ROOT):
+    """Where the daemon's supervisor records its starts (the role's
+    _sglang_service_weights_starts_state_directory)."""
+    return engine_starts_dir.rstrip("/") + DAEMON_UNIT_SUFFIX
+
+
+@dataclass(frozen=True)
+class DaemonView:
+    """The daemon unit as the restart sees it: from one probe read."""
+    unit: str
+    installed: bool
+    active: str = ""
+    sub: str = ""
+    main_pid: object = None            # int or None
+    pids: tuple = ()                   # every process in the daemon unit's cgroup: expected GPU holders
+    last_start: dict = field(default_factory=dict)   # its supervisor's newest start record, {} if none
+
+    @property
+    def healthy(self):
+        return (self.installed and self.active == "active" and self.sub == "running"
+                and self.last_start.get("verdict") == "ready")
+
+    def why_not_healthy(self):
+        """Words for the operator ('' when healthy)."""
+        if self.healthy:
+            return ""
+        if not self.installed:
+            return "%s is not installed" % self.unit
+        if (self.active, self.sub) != ("active", "running"):
+            return "%s is %s/%s" % (self.unit, self.active, self.sub)
+        start = self.last_start
+        if not start:
+            return "%s has no start recorded by its supervisor" % self.unit
+        return "the newest start of %s is %s (%s)" % (self.unit, start.get("verdict"),
+                                                       start.get("reason_code") or start.get("phase") or "?")
+
+    def to_dict(self):
+        return {"unit": self.unit, "installed": self.installed, "active": self.active, "sub": self.sub,
+                "main_pid": self.main_pid, "healthy": self.healthy, "why_not_healthy": self.why_not_healthy(),
+                "last_start": os.path.basename(self.last_start.get("dir") or "") or None}
+
+
+def read_daemon(port, unit, starts_dir=None):
+    """DaemonView of the daemon beside engine unit `unit`, in one probe read (port.read);
+    RuntimeError when the probe cannot answer."""
+    name = daemon_unit(unit)
+    res = port.read(unit=name, unit_state=True, unit_processes=True, starts=1,
+                    starts_dir=starts_dir or daemon_starts_dir())
+    if res.get("failed") or "unit_state" not in res:
+        why = res.get("msg") or (res.get("missing") or {}).get("unit_state") or "no answer"
+        raise RuntimeError("reading the weight cache daemon %s failed: %s" % (name, why))
+    state = res["unit_state"]
+    starts = (res.get("starts") or {}).get("starts") or []
+    return DaemonView(unit=name, installed=bool(state.get("installed")), active=state.get("active") or "",
+                      sub=state.get("sub") or "", main_pid=state.get("main_pid"),
+                      pids=tuple(int(p["pid"]) for p in res.get("unit_processes") or ()),
+                      last_start=dict(starts[0]) if starts else {})
+
+
+@dataclass(frozen=True)
+class RestartPlan:
+    kind: str       # weight_cache.RESTART_WARM or RESTART_COLD
+    reason: str     # REASON_DAEMON_HEALTHY for a warm one, else why it is cold
+
+    @property
+    def cold(self):
+        return self.kind == weight_cache.RESTART_COLD
+
+    def words(self):
+        if self.cold:
+            return "cold (%s): the weight cache daemon is restarted too, the weights come from disk" % self.reason
+        return "warm: the engine alone, the weight cache daemon keeps the weights on the GPUs"
+
+
+def plan(daemon, cold_requested, previous=None):
+    """The RestartPlan of the next start. daemon: DaemonView; cold_requested: the option
+    cold; previous: the record of this run's previous attempt (run.json's), or None."""
+    if cold_requested:
+        return RestartPlan(weight_cache.RESTART_COLD, REASON_REQUESTED)
+    previous = previous or {}
+    failed = bool(previous) and previous.get("verdict") != "ready"
+    kind = previous.get("restart_kind")
+    reason = weight_cache.cold_reason(
+        previous.get("reason_code") if failed else None, daemon.healthy,
+        failed and kind == weight_cache.RESTART_WARM, kind == weight_cache.RESTART_COLD_FALLBACK)
+    if reason == weight_cache.REASON_DAEMON_NOT_HEALTHY and daemon.why_not_healthy():
+        reason = "%s: %s" % (reason, daemon.why_not_healthy())
+    if reason:
+        return RestartPlan(weight_cache.RESTART_COLD, reason)
+    return RestartPlan(weight_cache.RESTART_WARM, REASON_DAEMON_HEALTHY)
+
+
+def in_use(option, daemon):
+    """Whether the host runs the weight cache: the option weight_cache (the role's
+    sglang_service_weight_cache) when set, else whether the daemon unit is installed.
+    ValueError when the option says so and the unit is missing."""
+    if option is None:
+        return daemon.installed
+    if option and not daemon.installed:
+        raise ValueError("weight_cache is true but %s is not installed on the host (run playbooks/site.yml "
+                         "with sglang_service_weight_cache: true)" % daemon.unit)
+    return bool(option)
