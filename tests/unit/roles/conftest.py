@@ -170,6 +170,14 @@ def server_flags(unit_text):
     return argv[at + 1:]
 
 
+def daemon_flags(unit_text):
+    """The arguments after `python -m sglang.srt.weight_cache.daemon` in ExecStart."""
+    argv = exec_start_argv(unit_text)
+    at = argv.index("sglang.srt.weight_cache.daemon")
+    assert argv[at - 1] == "-m"
+    return argv[at + 1:]
+
+
 @pytest.fixture(scope="session")
 def real_sglang_python():
     """Python of the cached venv with the real pinned SGLang (tests/sglang_real/setup)."""
@@ -179,8 +187,10 @@ def real_sglang_python():
     return run.stdout.strip().splitlines()[-1]
 
 
-def parse_with_real_sglang(python, flags):
-    return subprocess.run([python, str(ROOT / "tests" / "sglang_real" / "parse_args.py"), *flags],
+def parse_with_real_sglang(python, flags, daemon=False):
+    """The real parser of the server, or with daemon=True of the weight cache daemon."""
+    return subprocess.run([python, str(ROOT / "tests" / "sglang_real" / "parse_args.py"),
+                           *(["weight-cache-daemon"] if daemon else []), *flags],
                           capture_output=True, text=True, check=False)
 
 
