@@ -3,9 +3,10 @@ its ready file, and the pid each file names is a live process (SGLang's own test
 sglang/srt/weight_cache/protocol.py). The file's format and path are
 model/weight_cache.py; this module reads the files and /proc.
 """
+import os
 from dataclasses import dataclass, field
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.host import procfs
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host import nvidia_smi, procfs
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model import weight_cache
 
 _DEAD_STATES = ("Z", "X")   # a zombie holds no GPU memory and serves nothing
@@ -66,3 +67,34 @@ def daemon_health(ready_template, gpu_uuids, proc_root="/proc"):
     if len(problems) > 3:
         reason += "; ..."
     return DaemonHealth(False, pids, missing, reason, configs)
+
+
+def unit_gpu_uuids(readings, cuda_visible_devices=None):
+    """The nvidia-smi uuids of the GPUs a unit uses: those CUDA_VISIBLE_DEVICES names (by
+    index or by uuid, in its order), all of readings when it is unset. ValueError when it
+    names a GPU nvidia-smi does not report (the daemons could never all be ready)."""
+    by_index = {r.index: r.uuid for r in readings}
+    if cuda_visible_devices is None or not cuda_visible_devices.strip():
+        return [by_index[i] for i in sorted(by_index)]
+    by_uuid = {device_uuid: device_uuid for device_uuid in by_index.values()}
+    chosen = []
+    for item in (x.strip() for x in cuda_visible_devices.split(",")):
+        if item.isdigit() and int(item) in by_index:
+            chosen.append(by_index[int(item)])
+        elif item in by_uuid or "GPU-" + item in by_uuid:
+            chosen.append(by_uuid.get(item) or by_uuid["GPU-" + item])
+        else:
+            raise ValueError("CUDA_VISIBLE_DEVICES=%s names %r, a GPU nvidia-smi does not report" % (cuda_visible_devices, item))
+    return chosen
+
+
+def read_unit_gpu_uuids(nvidia_smi_binary="nvidia-smi", env=None, timeout_s=10.0):
+    """(uuids, why): the GPUs this unit uses (unit_gpu_uuids over one nvidia-smi reading);
+    ([], why) when nvidia-smi cannot answer or CUDA_VISIBLE_DEVICES names an unknown GPU."""
+    snap = nvidia_smi.read_gpus(timeout_s, nvidia_smi_binary, with_apps=False)
+    if not snap.gpus:
+        return [], (snap.missing or {}).get("gpus") or "nvidia-smi reported no GPU"
+    try:
+        return unit_gpu_uuids(snap.gpus, (env if env is not None else os.environ).get("CUDA_VISIBLE_DEVICES")), ""
+    except ValueError as e:
+        return [], str(e)

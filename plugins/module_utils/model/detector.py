@@ -165,7 +165,9 @@ class Detector:
         evidence.update(facts)
 
         if self._is_ready(obs):
-            evidence["rule"] = "ready: %s" % ("a completion answered" if (obs.get("http") or {}).get("completion") else "/health after the ready line")
+            evidence["rule"] = "ready: %s" % ("a completion answered" if (obs.get("http") or {}).get("completion")
+                                              else "every GPU's weight cache daemon ready" if "http" not in obs
+                                              else "/health after the ready line")
             return self._decide(Assessment(t, "ready", "ready", "ready", self._ready_reason(obs), evidence, progress))
         failed = self._judge_lines(t, dead, moved, evidence, progress)
         if failed is not None:
@@ -464,6 +466,10 @@ class Detector:
 
     # ------------------------------------------------------------------ decisions
     def _is_ready(self, obs):
+        cache = obs.get("weight_cache")
+        if isinstance(cache, dict) and "http" not in obs:
+            # the weight cache daemon serves no HTTP: ready is every GPU's ready file with a live pid
+            return cache.get("healthy") is True
         http = obs.get("http")
         if not isinstance(http, dict):
             return False
@@ -474,6 +480,9 @@ class Detector:
                 and not isinstance(comp, dict))
 
     def _ready_reason(self, obs):
+        cache = obs.get("weight_cache")
+        if isinstance(cache, dict) and "http" not in obs:
+            return "weight cache ready on %s GPUs" % cache.get("ready")
         comp = (obs.get("http") or {}).get("completion") or {}
         if comp.get("ok"):
             return "a completion succeeded (%s ms)" % comp.get("ms")

@@ -23,6 +23,8 @@ REASON_IMPLICATES_WEIGHTS = "implicates_weights"   # "implicates_weights: <class
 REASON_WARM_START_FAILED = "warm_start_failed"
 REASON_FALLBACK_TO_DISK = "fallback_to_disk"
 REASON_UPGRADE = "upgrade"
+# The engine became ready without saying it attached (no client-mode line): not warm.
+REASON_NOT_ATTACHED = "not_attached"
 
 # The supervisor settings' `serves`: what the supervised unit runs.
 SERVES_ENGINE = "engine"
@@ -135,3 +137,36 @@ def parse_ready_file(text):
     if pid is not None and pid <= 0:
         pid = None
     return ReadyFile(pid, config)
+
+
+class StartKind:
+    """Whether one engine start attached to the weight cache: what it was launched expecting
+    (warm when the daemon was healthy), then what the engine's lines say. Pure."""
+
+    def __init__(self, daemon_healthy):
+        self.kind = RESTART_WARM if daemon_healthy else RESTART_COLD
+        self.reason = None if daemon_healthy else REASON_DAEMON_NOT_HEALTHY
+        self.attached = False
+
+    def on_line(self, text):
+        """True when the line settled or changed the kind."""
+        outcome = attach_outcome(text)
+        if outcome == RESTART_WARM and not self.attached and self.kind != RESTART_COLD_FALLBACK:
+            self.attached = True
+            self.kind, self.reason = RESTART_WARM, None
+            return True
+        if outcome == RESTART_COLD_FALLBACK and self.kind != RESTART_COLD_FALLBACK:
+            self.kind, self.reason = RESTART_COLD_FALLBACK, REASON_FALLBACK_TO_DISK
+            return True
+        return False
+
+    @property
+    def warm(self):
+        return self.kind == RESTART_WARM
+
+    def words(self):
+        """The progress line's word: "warm" or "cold" (a fallback is a cold start)."""
+        return RESTART_WARM if self.warm else RESTART_COLD
+
+    def to_record(self):
+        return {"restart_kind": self.kind, "restart_kind_reason": self.reason}

@@ -38,6 +38,10 @@ HELP = {
     "sglang_start_eta_seconds": ("gauge", "Estimated seconds until the current start is ready (absent when unknown)."),
     "sglang_start_phase_remaining_seconds": ("gauge", "Estimated seconds left in the current phase (absent when unknown)."),
     "sglang_start_usual_seconds": ("gauge", "Usual time to ready of the unit's starts (median of recent ready starts)."),
+    "sglang_start_warm": ("gauge", "1 when the current (or last) start attached to the weight cache daemon's weights "
+                          "(a warm start), 0 when its weights load from disk; absent without a weight cache."),
+    "sglang_start_cold_reason_info": ("gauge", "1, labelled with why the current (or last) start is not warm "
+                                      "(daemon_not_healthy, fallback_to_disk, not_attached)."),
     "sglang_last_start_info": ("gauge", "1, labelled with the outcome and reason code of the last finished restart run."),
     "sglang_last_start_attempts": ("gauge", "Attempts the last finished restart run took."),
     "sglang_last_start_needed_human": ("gauge", "1 when the last restart run gave up and handed over to a human."),
@@ -113,6 +117,7 @@ class StartMetrics:
         self.current = None       # dict while a start is watched
         self.last = None          # dict of the last finished run
         self.last_assessment = None
+        self.kind = None          # (restart kind, reason) of the last start told, or None
 
     # ---- updates -----------------------------------------------------------------------
     def start(self, attempt=1):
@@ -139,6 +144,10 @@ class StartMetrics:
         self.last_assessment = a
         if a.get("final") or a.get("verdict") in FINAL_VERDICTS:
             self._add("sglang_starts_total", 1, verdict=a.get("verdict"))
+
+    def restart_kind(self, kind, reason):
+        """The start is warm (attached to the weight cache) or cold (reason says why)."""
+        self.kind = (kind, reason)
 
     def restarted(self, reason_code):
         self._add("sglang_restarts_total", 1, reason_code=reason_code)
@@ -201,6 +210,10 @@ class StartMetrics:
                 put("sglang_start_eta_seconds", e.get("remaining_s"))
                 put("sglang_start_phase_remaining_seconds", e.get("phase_remaining_s"))
             put("sglang_start_usual_seconds", e.get("usual_total_s"))
+        if self.kind is not None:
+            put("sglang_start_warm", self.kind[0] == "warm")
+            if self.kind[0] != "warm":
+                put("sglang_start_cold_reason_info", 1, reason=self.kind[1] or "")
         last = self.last
         if last:
             put("sglang_last_start_info", 1, outcome=last["outcome"], reason_code=last["reason_code"])

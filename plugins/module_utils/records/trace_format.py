@@ -68,7 +68,8 @@ def check_observation(obs, prev_t, path="<trace>", line_no=0):
     _expect(isinstance(t, _NUM) and not isinstance(t, bool), path, line_no, "observation needs a numeric t")
     _expect(prev_t is None or t >= prev_t, path, line_no, "t goes backwards (%s after %s)" % (t, prev_t))
     typed = (("unit", dict), ("procs", dict), ("gpus", list), ("gpu_procs", list), ("log", list),
-             ("http", dict), ("stacks", list), ("missing", dict), ("assessment", dict))
+             ("http", dict), ("stacks", list), ("missing", dict), ("assessment", dict),
+             ("weight_cache", dict))
     for key, kind in typed:
         if key in obs and obs[key] is not None:
             _expect(isinstance(obs[key], kind), path, line_no, "%s must be a %s" % (key, "list" if kind is list else "JSON object"))

@@ -13,6 +13,7 @@ way; on the host, one call per poll is all the watch loop needs:
 `write(name, text)` puts the metrics file where node_exporter reads it; a write that
 fails is reported once through `warn` and never stops the watch. Standard library only.
 """
+import dataclasses
 import time
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.eta import EtaEstimator, LoadConditions, slower_than_usual
@@ -76,6 +77,20 @@ class StartOutlook:
         self.phases = []                    # [{"phase", "started_s", "duration_s"}] of the current attempt
         self.ready_after_s = None
         self._write_failed = False
+        self.weight_cache = False           # this start attaches to the weight cache daemon
+
+    def attached_weight_cache(self, on):
+        """This start loads its weights from the weight cache daemon (True) or from disk: the
+        ETA's weight load is an attach, not a read (eta.LoadConditions.weight_cache)."""
+        self.weight_cache = bool(on)
+        self.estimator.use_conditions(dataclasses.replace(self.estimator.conditions, weight_cache=self.weight_cache))
+
+    def restart_kind(self, kind, reason):
+        """warm | cold | cold_fallback, and why not warm (the metrics file says both)."""
+        self.metrics.restart_kind(kind, reason)
+        if kind != "warm" and self.weight_cache:
+            self.attached_weight_cache(False)
+        self._write()
 
     @classmethod
     def on_host(cls, unit, textfile_dir, starts_dir=SUPERVISOR_STARTS_DIR, warn=None, host=None, weight_cache=False):
@@ -90,16 +105,20 @@ class StartOutlook:
         def residency(model):
             return residency_conditions(model, weight_cache)
         if not textfile_dir:
-            return cls(unit, history, write=lambda n, text: None, previous_text=None, warn=warn, host=host,
-                       read_residency=residency)
+            outlook = cls(unit, history, write=lambda n, text: None, previous_text=None, warn=warn, host=host,
+                          read_residency=residency)
+            outlook.weight_cache = bool(weight_cache)
+            return outlook
         name = file_name(unit)
         try:
             with open("%s/%s" % (textfile_dir, name), encoding="utf-8") as fh:
                 previous = fh.read()
         except OSError:
             previous = None
-        return cls(unit, history, write=lambda n, text: write_textfile(textfile_dir, n, text),
-                   previous_text=previous, warn=warn, host=host, read_residency=residency)
+        outlook = cls(unit, history, write=lambda n, text: write_textfile(textfile_dir, n, text),
+                      previous_text=previous, warn=warn, host=host, read_residency=residency)
+        outlook.weight_cache = bool(weight_cache)
+        return outlook
 
     def _history_of(self, model):
         same = [r for r in self.history if model is None or r.get("model") in (model, None)]
@@ -107,7 +126,9 @@ class StartOutlook:
 
     def begin_attempt(self, n):
         self.metrics.start(attempt=n)
-        self.estimator = EtaEstimator(self._history_of(self.model), self.conditions)
+        conditions = self.conditions if self.conditions is not None else LoadConditions()
+        self.estimator = EtaEstimator(self._history_of(self.model),
+                                      dataclasses.replace(conditions, weight_cache=self.weight_cache))
         self._residency_read = False
         self.phases, self.ready_after_s = [], None
 
@@ -130,7 +151,8 @@ class StartOutlook:
 
     def _read_conditions(self, model):
         try:
-            self.estimator.use_conditions(self.read_residency(model))
+            conditions = self.read_residency(model)
+            self.estimator.use_conditions(dataclasses.replace(conditions, weight_cache=self.weight_cache))
         except (OSError, ValueError) as exc:  # the ETA goes on from the history's reads alone
             if self.warn is not None:
                 self.warn("ETA without page-cache residency: %s" % exc)

@@ -94,6 +94,11 @@ class WatchResult:
 
 
 def completion_ok(observation):
+    """The start is proven to serve: a completion answered, or, for the weight cache daemon
+    (no HTTP), every GPU's ready file names a live daemon."""
+    cache = observation.get("weight_cache")
+    if isinstance(cache, dict) and "http" not in observation:
+        return cache.get("healthy") is True
     http = observation.get("http") or {}
     completion = http.get("completion")
     return isinstance(completion, dict) and completion.get("ok") is True

@@ -33,25 +33,10 @@ import sys
 import threading
 import time
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.host import (
-    bounded_run,
-    http_check,
-    nvidia_smi,
-    procfs,
-    pyspy,
-    systemd_unit,
-)
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model import sglang_dialect
-from ansible_collections.sglang_ops.serving.plugins.module_utils.records import (
-    prometheus_text,
-    start_records,
-)
-from ansible_collections.sglang_ops.serving.plugins.module_utils.services import (
-    log_filter,
-    log_pump,
-    observe_only,
-    sd_notify,
-)
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host import bounded_run, http_check, nvidia_smi, procfs, pyspy, systemd_unit
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model import sglang_dialect, weight_cache
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records import prometheus_text, start_records
+from ansible_collections.sglang_ops.serving.plugins.module_utils.services import log_filter, log_pump, observe_only, sd_notify
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector import Detector
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.durations import fmt_duration
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings
@@ -62,8 +47,11 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.services.start_
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services.start_watch import (
     TraceTarget, WatchOptions, completion_ok, watch_start)
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services.supervisor_settings import SupervisorSettings
+from ansible_collections.sglang_ops.serving.plugins.module_utils.services.weight_cache_watch import (
+    DEFAULT_WAIT_S, WeightCacheWatch, ready_words)
 
 CONFIG_ERROR = "supervisor_config"
+DAEMON_DIED = "weight_cache_daemon_died"
 SUPERVISOR_FAULT = "supervisor_fault"
 # Liveness answers that prove the server is up but refuse the key it was started with.
 AUTH_REFUSED = (401, 403)
@@ -140,6 +128,15 @@ class Supervisor:
         self.outlook = None      # StartOutlook: the ETA, and the metrics file when metrics_dir is set
         self.attempt = 1         # systemd's restarts of the unit so far, plus one
         self.observe_only = None  # a verdict_memory.ObserveOnly when rule 4 holds this start unkilled
+        # the weight cache daemon this unit is (serves weight_cache) or attaches to; None: none
+        self.cache_watch = WeightCacheWatch(settings.weight_cache_ready_template, settings.nvidia_smi) \
+            if settings.weight_cache_ready_template else None
+        self.start_kind = None   # weight_cache.StartKind of an engine attaching to the daemon
+
+    @property
+    def serves_cache(self):
+        """This unit runs the weight cache daemon (ready by its ready files, no HTTP)."""
+        return self.s.serves == weight_cache.SERVES_WEIGHT_CACHE
 
     def clock(self):
         """The start's timeline in epoch seconds (see the class): monotonic underneath."""
@@ -211,7 +208,7 @@ class Supervisor:
     # ------------------------------------------------------------------ probe
     def _probe(self, cursor, want_stacks, completion="auto"):
         del cursor   # the log comes from the pump, not from a journal cursor
-        req = ProbeRequest(pid=self.child.pid, base_url=self.s.base_url, model=self.s.model,
+        req = ProbeRequest(pid=self.child.pid, base_url=None if self.serves_cache else self.s.base_url, model=self.s.model,
                            completion=completion, api_key=self.api_key,
                            stacks=bool(want_stacks and self.s.stacks), venv_bin=self.s.venv_bin,
                            nvidia_smi=self.s.nvidia_smi)
@@ -219,8 +216,10 @@ class Supervisor:
         obs = result["observation"]
         obs["ts"] = round(self.clock(), 3)   # the start's timeline, not the probe's wall clock
         missing = result["missing"]
-        for key in ("unit", "log", "process"):
+        for key in ("unit", "log", "process") + (("http",) if self.serves_cache else ()):
             missing.pop(key, None)
+        if self.serves_cache:
+            obs["weight_cache"] = self.cache_watch.observation(self.cache_watch.check())
         obs["unit"] = self._unit_view()
         obs["log"], dropped = self.pump.drain()
         if dropped:
@@ -237,8 +236,11 @@ class Supervisor:
             self.phase_entries.append((a.phase, obs["t"]))
             self.say("phase %s at %s" % (a.phase, fmt_duration(obs["t"])))
         # The outlook runs here rather than in the watch, so the ETA is in STATUS= and the record.
+        self._read_start_kind(obs)
         estimate = self.outlook.on_poll(obs, a) if self.outlook is not None else None
         line = progress_line(a, estimate)
+        if self.start_kind is not None:
+            line += SEP + self.start_kind.words()
         if self.observe_only is not None:
             line += SEP + observe_only.words(self.observe_only)
         self.last_line = line
@@ -249,6 +251,55 @@ class Supervisor:
                            polls=self.record.record["polls"] + 1,
                            phase_durations=start_records.time_in_phases(self.phase_entries, obs["t"]),
                            supervisor=self._own_cost())
+
+    def _read_start_kind(self, obs):
+        """The engine's lines say whether it attached to the weight cache or fell back to disk."""
+        if self.start_kind is None:
+            return
+        changed = False
+        for rec in obs.get("log") or ():
+            changed = self.start_kind.on_line(rec.get("msg") or "") or changed
+        if changed:
+            self._record_start_kind()
+            self.say("%s start: %s" % (self.start_kind.kind, "attached to the weight cache" if self.start_kind.warm
+                                       else "the weights load from disk (%s)" % self.start_kind.reason))
+
+    def _record_start_kind(self):
+        self.record.update(**self.start_kind.to_record())
+        if self.outlook is not None:
+            self.outlook.restart_kind(self.start_kind.kind, self.start_kind.reason)
+
+    def _wait_for_daemon(self):
+        """An engine attaching to the weight cache starts once every GPU's daemon is ready
+        (bounded by the start timeout): started while the daemon still loads, it would
+        load from disk itself. The StartKind it starts with."""
+        timeout_s = self.s.start_timeout_s or DEFAULT_WAIT_S
+
+        def waiting(health, waited_s):
+            self.notify.status("waiting for the weight cache daemon%s%s%s%s" % (
+                SEP, fmt_duration(waited_s), SEP, health.reason))
+            self.notify.extend_timeout(self.s.extend_timeout_s)
+
+        health = self.cache_watch.check()
+        if not health.healthy:
+            self.say("waiting for the weight cache daemon (at most %s): %s" % (fmt_duration(timeout_s), health.reason))
+            health, waited_s = self.cache_watch.wait_healthy(timeout_s, self.s.poll_s, self._sleep, self.mono, waiting)
+            self.say(("the weight cache daemon is ready after %s" if health.healthy else
+                      "the weight cache daemon is not ready after %s; the engine starts anyway and loads from disk: "
+                      + health.reason) % fmt_duration(waited_s))
+        return weight_cache.StartKind(health.healthy)
+
+    def _serve_cache(self):
+        """After ready, the daemon's liveness: the launcher still runs and every GPU's ready
+        file names a live daemon; (code, reason) when that ends."""
+        while True:
+            self._sleep(self.s.liveness_interval_s)
+            if self.child.poll() is not None:
+                return DAEMON_DIED, "the weight cache daemon exited with status %s after ready" % self.child.returncode
+            health = self.cache_watch.check()
+            if not health.healthy:
+                return DAEMON_DIED, "after ready: %s" % health.reason
+            self.notify.send(WATCHDOG=1, STATUS="ready%s%s" % (SEP, ready_words(health)))
 
     def _own_cost(self):
         """The supervisor's own CPU (with the probe's commands: nvidia-smi, py-spy) from one
@@ -272,10 +323,18 @@ class Supervisor:
             settings=DetectorSettings().with_overrides(self.s.detector),
             trace=TraceTarget(self.record.trace_path, "start-" + self.record.name, self.s.unit,
                               "start of %s watched by its supervisor%s" % (self.s.unit, held),
-                              open_writer=self.record.open_trace),
+                              open_writer=self._open_trace),
             outlook=None, observe_only=self.observe_only)   # the outlook runs in _on_poll
         return watch_start(_HostPort(self), options, self.t0,
                            new_detector=lambda settings, **kw: _Observed(Detector(settings, **kw), self._on_poll))
+
+    def _open_trace(self, path, header):
+        """The start's trace; its header says what the unit serves and, for an engine attaching
+        to the weight cache, the start's kind as launched (warm: the daemon was ready)."""
+        if self.cache_watch is not None:
+            header = dict(header, weight_cache={"serves": self.s.serves, **(
+                self.start_kind.to_record() if self.start_kind is not None else {})})
+        return self.record.open_trace(path, header)
 
     def _observe_only_or_not(self):
         """Rule 4: the same verdict ended the unit's last starts, so this one runs unkilled up
@@ -459,6 +518,16 @@ class Supervisor:
             return self._finish("failed", "starting", CONFIG_ERROR, "API key file unreadable", exit_code(CONFIG_ERROR))
         if self.stop_requested.is_set():
             return self._finish("stopped", "starting", "starting", "stopped by systemd (SIGTERM) before the start", 0)
+        if self.cache_watch is not None and not self.serves_cache:
+            try:
+                self.start_kind = self._wait_for_daemon()
+            except _Stopped:
+                return self._finish("stopped", "starting", "starting", "stopped by systemd (SIGTERM) while waiting "
+                                    "for the weight cache daemon", 0)
+            self._record_start_kind()
+            if self.outlook is not None:
+                self.outlook.attached_weight_cache(self.start_kind.warm)
+            self.t0 = self.clock()   # the start is the engine's, from its launch
         try:
             self._spawn(log_filter.blanker(self.api_key))
         except OSError as e:
@@ -477,10 +546,15 @@ class Supervisor:
                                ready_after_s=ready_after,
                                phase_durations=start_records.time_in_phases(self.phase_entries, a.t))
             self.say("ready after %s: %s" % (fmt_duration(ready_after), a.reason))
-            self.notify.ready("ready after %s%s%s" % (fmt_duration(ready_after), SEP, a.reason))
+            if self.start_kind is not None and self.start_kind.warm and not self.start_kind.attached:
+                # launched warm, but the engine never said it attached: not a warm start
+                self.start_kind.kind, self.start_kind.reason = weight_cache.RESTART_COLD, weight_cache.REASON_NOT_ATTACHED
+                self._record_start_kind()
+            kind = "" if self.start_kind is None else "%s%s start" % (SEP, self.start_kind.words())
+            self.notify.ready("ready after %s%s%s%s" % (fmt_duration(ready_after), kind, SEP, a.reason))
             if self.outlook is not None:
                 self.outlook.finish("ready", "ready", self.attempt)
-            code, reason = self._serve()
+            code, reason = self._serve_cache() if self.serves_cache else self._serve()
             return self._fail("failed", "ready", code, reason)
         except _Stopped:
             self.say("stop requested: stopping the server")
