@@ -49,6 +49,8 @@ class Attempt:
     action: str
     started_epoch_s: object = None  # when the attempt's watch began (t = 0), if recorded
     offset_s: float = 0.0           # where its t = 0 lies on the run's axis (the chart, the timeline)
+    restart_kind: str = ""          # warm | cold | cold_fallback beside the weight cache daemon, else ''
+    restart_kind_reason: str = ""
 
 
 @dataclass
@@ -138,8 +140,9 @@ def _automation(run, attempts, fc, verdict):
     if not attempts:
         return ("No restart: the restart action checked the host first and handed over before "
                 "stopping or starting anything (%s)." % redact(run.get("gave_up_because") or run.get("outcome", "?")))
-    steps = ["attempt %d: %s in %s at %s (%s) → %s" % (
-        a.n, a.verdict, a.phase, fmt_t(a.t), a.reason_code, a.action or "?") for a in attempts]
+    steps = ["attempt %d%s: %s in %s at %s (%s) → %s" % (
+        a.n, " (%s: %s)" % (a.restart_kind, a.restart_kind_reason) if a.restart_kind else "",
+        a.verdict, a.phase, fmt_t(a.t), a.reason_code, a.action or "?") for a in attempts]
     tail = run.get("outcome", "?")
     if run.get("gave_up_because"):
         tail += ": " + redact(run["gave_up_because"])
@@ -189,13 +192,15 @@ def _attempts(run):
             n=int(a.get("n", len(out) + 1)), verdict=a.get("verdict", "?"), phase=a.get("phase") or "?",
             reason_code=a.get("reason_code") or "?", reason=redact(a.get("reason") or ""),
             t=float(a["t"]) if isinstance(a.get("t"), (int, float)) else None,
-            action=a.get("action") or "",
+            action=a.get("action") or "", restart_kind=a.get("restart_kind") or "",
+            restart_kind_reason=a.get("restart_kind_reason") or "",
             started_epoch_s=a.get("started_epoch_s") if isinstance(a.get("started_epoch_s"), (int, float)) else None))
     return out
 
 
 # What the run's record says was done after an attempt, as the headline tells it.
 _ACTION_WORDS = {"restarted": "the restart action restarted it", "restarted by systemd": "systemd restarted it",
+                 "restarted cold": "the restart action restarted it cold, the weight cache daemon too",
                  "handed_over": "handed over", "interrupted": "interrupted"}
 
 
@@ -205,7 +210,8 @@ def _failed_before(attempts):
 
 def _attempt_story(a):
     """"attempt 1 stalled in weight_load (`stall_idle`), systemd restarted it"."""
-    story = "attempt %d %s in %s (`%s`)" % (a.n, a.verdict, a.phase, a.reason_code)
+    story = "attempt %d%s %s in %s (`%s`)" % (a.n, " (%s start)" % a.restart_kind if a.restart_kind else "",
+                                             a.verdict, a.phase, a.reason_code)
     words = _ACTION_WORDS.get(a.action, a.action)
     return story + (", " + words if words else "")
 

@@ -149,3 +149,16 @@ def test_report_location_prefers_the_report_over_the_artifacts_folder():
     assert playbook_run.report_location({"report": {"markdown": "r.md"}, "artifacts": "a"}) == "r.md"
     assert playbook_run.report_location({"report": None, "artifacts": "a"}) == "a"
     assert playbook_run.report_location({"msg": "x"}) is None
+
+
+def test_restart_cold_passes_sglang_restart_cold_to_the_playbook(monkeypatch):
+    seen = {}
+
+    def fake_run(args, playbook, need_ready_verdict):
+        seen["extravars"] = playbook_run.parse_extravars(args.extra_vars)
+        return 0
+    monkeypatch.setattr(playbook_command, "run", fake_run)
+    assert main(["restart", "-i", INVENTORY, "--cold"]) == 0
+    assert seen["extravars"].get("sglang_restart_cold") is True
+    assert main(["restart", "-i", INVENTORY]) == 0
+    assert "sglang_restart_cold" not in seen["extravars"]
