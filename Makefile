@@ -9,7 +9,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 # time (bin/molecule-scenarios; README, "Tests").
 MOLECULE_SCENARIOS ?= default restart fleet
 
-.PHONY: help system-packages venv podman image unit detector alerts lint collection sanity units molecule test demo bench bench-restart bench-supervisor clean
+.PHONY: help system-packages venv podman image unit detector alerts lint collection sanity units molecule ee ee-test test demo bench bench-restart bench-supervisor clean
 
 help:
 	@echo "make demo           restart the local demo host with an injected stall (README)"
@@ -78,6 +78,16 @@ units: collection
 # Every scenario builds on the shared base .config/molecule/config.yml (molecule/README.md).
 molecule: system-packages venv image
 	@VENV=$(VENV) bin/molecule-scenarios $(MOLECULE_SCENARIOS)
+
+# The execution environment (execution-environment.yml), built offline by ee/build and
+# tagged by the hash of its inputs; ee-test runs the restart inside it with
+# ansible-navigator and compares it with the same run from the checkout (Molecule
+# scenario ee; docs/execution-environment.md).
+ee: system-packages venv podman
+	@VENV=$(VENV) ee/build > /dev/null
+
+ee-test: ee image
+	@VENV=$(VENV) bin/molecule-scenarios ee
 
 # The unit tests (one core, about 6 min) run beside the rest, whose first half (the
 # checks, then Molecule's converge of the default host) is not timing-sensitive either;
