@@ -44,6 +44,10 @@ class ServerArgs:
         a("--served-model-name", type=str, default=None)
         a("--chat-template", type=str, default=None)
         a("--download-dir", type=str, default=None)
+        # Weight cache (0.5.23: `client` attaches to a standalone weight cache daemon)
+        a("--weight-cache-mode", type=str, default="off", choices=["off", "daemon", "client"])
+        a("--weight-cache-socket", type=str, default=None)
+        a("--weight-cache-timeout", type=int, default=1800)
         # HTTP server
         a("--host", type=str, default="127.0.0.1")
         a("--port", type=int, default=30000)
@@ -128,4 +132,16 @@ def parse_args(argv, prog="launch_server.py"):
     if "--config" in argv:
         from sglang.srt.utils.server_args_config_parser import ConfigArgumentMerger
         argv = ConfigArgumentMerger(parser).merge_config_with_args(argv)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    check_combinations(args)
+    return args
+
+
+def check_combinations(args):
+    """Combinations 0.5.23 refuses while it resolves the flags (an uncaught ValueError)."""
+    if args.weight_cache_mode != "off" and args.speculative_algorithm is not None:
+        raise ValueError(
+            "--weight-cache-mode is not supported together with speculative "
+            "decoding (--speculative-algorithm): the weight cache daemon does "
+            "not export the draft model's weights. Disable one of them "
+            "(--weight-cache-mode off) for this configuration.")

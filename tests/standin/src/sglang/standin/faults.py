@@ -134,6 +134,37 @@ def read_source(settings, environ=None):
     return "", None
 
 
+# What the weight cache daemon plays (its own fault source, counted apart from the server's).
+DAEMON_KINDS = ("stall", "fatal", "exit", "slow_disk")
+DAEMON_PHASES = ("distributed_init", "weight_load", "post_load")
+DAEMON_FAULT_ENV = "SGLANG_STANDIN_WEIGHT_CACHE_FAULT"
+
+
+def read_daemon_source(settings, environ=None):
+    """Return (text, origin) of the weight cache daemon's faults, or ("", None)."""
+    environ = os.environ if environ is None else environ
+    text = environ.get(DAEMON_FAULT_ENV, "").strip()
+    if text:
+        return text, DAEMON_FAULT_ENV
+    path = settings.weight_cache_faults_file
+    if path and os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            text = f.read().strip()
+        if text:
+            return text, path
+    return "", None
+
+
+def parse_daemon(data):
+    faults = parse(data)
+    for f in faults:
+        if f.kind not in DAEMON_KINDS:
+            raise ValueError(f"weight cache daemon fault {f.kind}: kind must be one of {', '.join(DAEMON_KINDS)}")
+        if f.kind != "slow_disk" and f.phase not in DAEMON_PHASES:
+            raise ValueError(f"weight cache daemon fault {f.kind}: phase must be one of {', '.join(DAEMON_PHASES)}")
+    return faults
+
+
 def count_start(state_dir, text):
     """Add one start for this fault configuration; return its 1-based number."""
     key = hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -31,8 +31,12 @@ def set_comm(name):
     _prctl(PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]))
 
 
-def die_with_parent(parent_pid):
+def kill_itself_when_parent_died():
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def die_with_parent(parent_pid):
+    kill_itself_when_parent_died()
     if os.getppid() != parent_pid:
         os._exit(1)
 

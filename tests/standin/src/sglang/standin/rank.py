@@ -13,16 +13,17 @@ import threading
 import time
 
 from sglang.standin import faults as faults_mod
-from sglang.standin import inductor, logs
+from sglang.srt.weight_cache import protocol
+from sglang.standin import inductor, logs, wc_client, weights
 from sglang.standin.gpustate import Holder, read_holders
 from sglang.standin.procs import burn, child_setup, sleep_forever, spawn
 from sglang.standin.settings import from_dict
+from sglang.standin.weight_cache import check_ipc_quant_support
 
 UTIL_LOADING = (0, 3)
 UTIL_BUSY = (45, 96)
 UTIL_SPIN = (97, 100)
 UTIL_IDLE = (0, 1)
-MIB = 1024 * 1024
 
 
 def batch_sizes(n):
@@ -91,7 +92,9 @@ class Rank:
             time.sleep(s)
 
     def avail_gb(self):
-        return (self.total - self.s.gpu_idle_mem_mib - self.holder.mem_mib) / 1024
+        """Free memory of this GPU: ours and every other holder's (a weight cache daemon) taken."""
+        others = sum(h.mem_mib for h in read_holders(self.s.state_dir) if h.gpu == self.gpu and h.pid != os.getpid())
+        return (self.total - self.s.gpu_idle_mem_mib - self.holder.mem_mib - others) / 1024
 
     def gb(self, mib):
         return mib / 1024
@@ -167,70 +170,52 @@ class Rank:
         self.times["distributed_init"] = time.monotonic() - t0
 
     def check_balanced(self):
-        """Memory held on our GPUs by processes of another server makes SGLang refuse to start."""
+        """SGLang's memory check: a GPU of this server with much less free memory than this
+        rank's (held by another server's processes, e.g. a leftover rank) makes it refuse
+        to start. Memory held alike on every GPU (a weight cache daemon's) is balanced."""
         ours = set(self.spec["gpus_of_server"])
-        foreign = {}
+        foreign = {g: 0 for g in ours}
         for h in read_holders(self.s.state_dir):
             if h.gpu in ours and h.owner != self.spec["parent_pid"]:
-                foreign[h.gpu] = foreign.get(h.gpu, 0) + h.mem_mib
-        if any(m > self.total * 0.1 for m in foreign.values()):
-            if foreign.get(self.gpu, 0) <= self.total * 0.1:
+                foreign[h.gpu] += h.mem_mib
+        free = {g: self.total - m for g, m in foreign.items()}
+        if min(free.values()) < max(free.values()) * 0.9:
+            if free[self.gpu] * 0.9 > min(free.values()):
                 for msg in logs.fatal_messages("unbalanced", self.rank, self.s):
                     self.log(msg)
             self.send("exit", code=1)
             self.hang("idle")
 
-    def read_slice(self, path, start, length, rate_bps):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            if self.s.drop_page_cache:
-                # Whole file: a partial range keeps large folios that straddle it.
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            # No readahead: storage reads follow the rate cap instead of arriving in bursts.
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
-            chunk = MIB if not rate_bps else int(min(MIB, max(4096, rate_bps * 0.1)))
-            t0 = time.monotonic()
-            done = 0
-            while done < length:
-                data = os.pread(fd, min(chunk, length - done), start + done)
-                if not data:
-                    break
-                done += len(data)
-                if rate_bps:
-                    ahead = done / rate_bps - (time.monotonic() - t0)
-                    if ahead > 0:
-                        time.sleep(ahead)
-        finally:
-            os.close(fd)
-
     def weight_load(self):
         t0 = time.monotonic()
         self.log(f"Load weight begin. avail mem={self.avail_gb():.2f} GB")
         self.checkpoint("weight_load", 0)
+        attached = self.spec.get("weight_cache_mode") == "client" and self.attach_weights()
+        if attached:
+            self.checkpoint("post_load")
+            used = 0.0
+        else:
+            self.load_from_disk()
+            used = self.gb(self.weights_mib)
+        arch, dtype = self.spec["architecture"], self.spec["dtype"]
+        if self.family == "0.5.16":
+            self.log(f"Load weight end. type={arch}, dtype={dtype}, avail mem={self.avail_gb():.2f} GB, "
+                     f"mem usage={used:.2f} GB.")
+        else:
+            self.log(f"Load weight end. elapsed={time.monotonic() - t0:.2f} s, type={arch}, "
+                     f"quant={self.spec['quant']}, avail mem={self.avail_gb():.2f} GB, mem usage={used:.2f} GB.")
+        self.times["load_weight"] = time.monotonic() - t0
+
+    def load_from_disk(self):
         shards = self.spec["shards"]
         n = max(1, len(shards))
-        per_shard_s = self.s.phase_s("weight_load_s") / n
-        cap = self.s.read_mib_s
-        for f in self.faults:
-            if f.kind == "slow_disk":
-                cap = f.read_mib_s
-        ranks = self.spec["ranks_on_node"]
-        rate_bps = cap * MIB / ranks if cap > 0 else 0
         bar = None
         if self.rank == 0:
             desc = ("Loading safetensors checkpoint shards" if self.family == "0.5.16"
                     else "Multi-thread loading shards")
             bar = logs.Bar(desc, len(shards))
-        local = self.spec["local_index"]
-        for i, (path, size) in enumerate(shards):
-            s0 = time.monotonic()
-            part = size // ranks
-            start = local * part
-            length = size - start if local == ranks - 1 else part
-            self.read_slice(path, start, length, rate_bps)
-            rest = per_shard_s - (time.monotonic() - s0)
-            if rest > 0:
-                time.sleep(rest)
+        for i in weights.load_shards(shards, self.s, self.faults, self.spec["local_index"],
+                                     self.spec["ranks_on_node"]):
             self.holder.set(mem_mib=self.s.ctx_mem_mib + self.weights_mib * (i + 1) // n)
             if bar:
                 bar.update()
@@ -241,15 +226,45 @@ class Rank:
             bar.close()
         self.checkpoint("post_load")
         self.sleep("post_load_s")
-        used = self.gb(self.weights_mib)
-        arch, dtype = self.spec["architecture"], self.spec["dtype"]
-        if self.family == "0.5.16":
-            self.log(f"Load weight end. type={arch}, dtype={dtype}, avail mem={self.avail_gb():.2f} GB, "
-                     f"mem usage={used:.2f} GB.")
-        else:
-            self.log(f"Load weight end. elapsed={time.monotonic() - t0:.2f} s, type={arch}, "
-                     f"quant={self.spec['quant']}, avail mem={self.avail_gb():.2f} GB, mem usage={used:.2f} GB.")
-        self.times["load_weight"] = time.monotonic() - t0
+
+    def attach_weights(self):
+        """--weight-cache-mode client: map the daemon's weights (True), or fall back to a
+        disk load when its socket file does not exist (False). Any other trouble ends
+        the start, as in SGLang."""
+        tic = time.monotonic()
+        try:
+            check_ipc_quant_support(*self.spec["ipc_quant"], where="client")
+            path = self.spec["weight_cache_socket"] or protocol.get_socket_path(protocol.device_uuid(self.gpu))
+            result = wc_client.fetch_from_cache(path, self.spec["cache_config"], self.log)
+        except (RuntimeError, ValueError) as e:
+            self.scheduler_exception(e)
+        if result is None:
+            self.log("[IpcModelLoader] Weight cache not available or config mismatch, falling back to disk load")
+            return False
+        attach_s = self.s.phase_s("weight_cache_attach_s")
+        n = result.get("tensors", self.spec["tensors"])
+        self.sleep(attach_s * 0.1)
+        self.log(f"[IpcModelLoader] Fetched {n} tensors from daemon (transport={result['transport_backend']}) "
+                 f"in {time.monotonic() - tic:.2f}s")
+        m0 = time.monotonic()
+        self.sleep(attach_s * 0.9)
+        self.log(f"[IpcModelLoader] Zero-copy: mapped {n} tensors (0 new post-quant), "
+                 f"time={time.monotonic() - m0:.3f}s")
+        wc_client.start_liveness_watchdog(int(result["pid"]), self.log, self.log)
+        self.log(f"[IpcModelLoader] Loaded model via IPC (mode=client), total={time.monotonic() - tic:.2f}s")
+        return True
+
+    def scheduler_exception(self, error):
+        """SGLang's scheduler: the traceback in its log, SIGQUIT to the main process."""
+        name = type(error).__name__
+        if name == "UnsupportedQuantForIPCError":
+            name = "sglang.srt.weight_cache.protocol." + name
+        self.log("Scheduler hit an exception: Traceback (most recent call last):\n"
+                 f'  File "{wc_client.IPC_LOADER}", line 118, in load_model\n'
+                 "    cache_data = self._fetch_from_cache(model_config, device_config)\n"
+                 f"{name}: {error}")
+        self.send("sigquit")
+        self.hang("idle")
 
     def cross_node_barrier(self):
         """The memory check after loading is an all-reduce over every node's ranks: here a

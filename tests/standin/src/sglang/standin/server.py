@@ -20,7 +20,7 @@ from sglang.standin import faults as faults_mod
 from sglang.standin import logs
 from sglang.standin import release
 from sglang.standin import settings as settings_mod
-from sglang.standin import weights
+from sglang.standin import weight_cache, weights
 from sglang.standin.http_api import ServerState, make_server
 from sglang.standin.procs import burn, sleep_forever, spawn
 from sglang.standin.rendezvous import Rendezvous, RendezvousError
@@ -126,6 +126,9 @@ class Main:
                 if ev["event"] == "exit":
                     time.sleep(0.2)   # let the other ranks' lines reach the log
                     self.die(int(ev["code"]))
+                elif ev["event"] == "sigquit":
+                    logs.log("Received sigquit from a child process. It usually means the child failed.")
+                    self.die(1, kill_self=True)
                 elif ev["event"] == "weights_loaded":
                     self.weights_loaded.add(rank)
                     if len(self.weights_loaded) == len(self.socks):
@@ -168,6 +171,9 @@ class Main:
             "max_running_requests": args.max_running_requests or 128, "context_len": context_len,
             "disable_cuda_graph": args.disable_cuda_graph, "speculative": bool(args.speculative_algorithm),
             "dg_cache_dir": _dg_cache_dir(), "ranks_on_node": per_node, "gpus_of_server": gpus, "nnodes": nnodes,
+            "weight_cache_mode": args.weight_cache_mode, "weight_cache_socket": args.weight_cache_socket,
+            "ipc_quant": list(weight_cache.quant_of(args.quantization, model_cfg)),
+            "tensors": weight_cache.tensor_count(model_cfg),
         }
         det = spawn("sglang::detokenizer", "sglang.standin.detokenizer", {})
         self.children.append(det)
@@ -177,7 +183,8 @@ class Main:
             mine, theirs = socket.socketpair()
             is_left = i == left_idx
             spec = dict(common, rank=rank, local_index=i, gpu=gpus[i], fd=theirs.fileno(),
-                        leftover=is_left, escape_cgroup=escape)
+                        leftover=is_left, escape_cgroup=escape,
+                        cache_config=weight_cache.config_of_args(args, model_cfg, rank))
             proc = spawn(f"sglang::scheduler_TP{rank}", "sglang.standin.rank", spec,
                          pass_fds=(theirs.fileno(),), new_session=is_left)
             theirs.close()
@@ -375,6 +382,11 @@ class Main:
 def run(argv, prog="launch_server.py"):
     args = server_args_mod.parse_args(argv, prog)
     release.load_kernels()
+    if args.weight_cache_mode == "daemon":
+        sys.stderr.write("SGLang stand-in: --weight-cache-mode daemon (weight cache daemons spawned by the "
+                         "engine, gone with it) is not imitated; run `python -m sglang.srt.weight_cache.daemon` "
+                         "and start the server with --weight-cache-mode client\n")
+        return 2
     try:
         settings = settings_mod.load()
         text, _origin = faults_mod.read_source(settings)

@@ -13,7 +13,7 @@ DEFAULT_CONFIG = "/etc/sglang-standin/config.json"
 
 # Phase keys that `time_scale` multiplies.
 PHASE_KEYS = ("init_s", "weight_load_s", "post_load_s", "kv_cache_s", "jit_s",
-              "cuda_graph_s", "http_start_s", "warmup_s", "node_lost_s")
+              "cuda_graph_s", "http_start_s", "warmup_s", "node_lost_s", "weight_cache_attach_s")
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,7 @@ class Settings:
     log_family: str = "0.5.23"          # "0.5.23" or "0.5.16" log strings
     state_dir: str = "/run/sglang-standin"
     faults_file: str = "/etc/sglang-standin/faults.json"
+    weight_cache_faults_file: str = "/etc/sglang-standin/weight-cache-faults.json"
     # GPUs the nvidia-smi stand-in reports
     gpus: int = 8
     gpu_mem_mib: int = 97887
@@ -40,6 +41,7 @@ class Settings:
     http_start_s: float = 1.0
     warmup_s: float = 2.0
     node_lost_s: float = 5.0         # a node's connection closed -> the server fails this much later
+    weight_cache_attach_s: float = 1.0   # --weight-cache-mode client: fetch + map the daemon's weights
     time_scale: float = 1.0
     # Weight loading
     read_mib_s: float = 0.0          # storage read cap for all ranks together; 0 = uncapped
