@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Restart downtime benchmark (`make bench-restart`): cold page cache against prewarmed.
+"""Restart downtime benchmark (`make bench-restart`): cold, prewarmed and warm restarts.
 
 A systemd test host (podman container `sglang-ops-bench`, the demo host's image and
 inventory) serves the SGLang stand-in from a real multi-GB model folder on this
@@ -10,7 +10,13 @@ Each run, while the old server keeps serving, first drops the model from the pag
 cache (the previous run's start read it in), so both cases start from the same state:
   cold       playbooks/prewarm.yml -e sglang_prewarm_evict=true   (posix_fadvise DONTNEED)
   prewarmed  the same, then the restart action's prewarm step (sglang_restart_prewarm)
-then playbooks/restart.yml (prewarm, stop, GPU check, start, watch until ready). With
+then playbooks/restart.yml (prewarm, stop, GPU check, start, watch until ready). The demo
+inventory runs SGLang's weight cache daemon beside the unit (sglang_service_weight_cache),
+so both of those are cold restarts (sglang_restart_cold: the daemon restarted too, its
+weights read from disk), and a third case follows:
+  warm       the page cache evicted as for cold, then the default restart: the engine alone,
+             re-attached to the weights the daemon keeps on the GPUs (docs/restart-speed.md)
+WARM_OVER_COLD_MAX is the bound the warm/cold ratio of the median downtimes must keep. With
 --driver systemctl (used when the restart playbook cannot observe the host) the
 prewarm is playbooks/prewarm.yml and the restart systemctl stop + start. A client polls
 /v1/completions every 0.25 s the whole time; downtime is the gap between the last
@@ -56,6 +62,9 @@ STANDIN_POST_LOAD_S = 1.5           # the stand-in's post_load_s default
 COLD_READ_TARGET_S = 60.0           # default throttle: a cold read of the model takes this long
 REFERENCE = "548 GB at 1.1 GB/s"    # the reference host's cold weight read (docs/restart-speed.md)
 THROTTLE_LABEL = "sglang-ops.bench.read-bps"
+CASES = ("cold", "prewarmed", "warm")
+WARM_OVER_COLD_MAX = 0.15           # a warm restart's downtime at most this share of a cold one's
+WEIGHTS_UNIT = UNIT + "-weights"    # the weight cache daemon's unit (roles/sglang_service)
 
 
 def say(text):
@@ -274,8 +283,8 @@ class Bench:
                 return float(line.split("elapsed=")[1].split()[0].rstrip(","))
         return None
 
-    def one_run(self, n, cold):
-        label = "cold" if cold else "prewarmed"
+    def one_run(self, n, case):
+        label, cold = case, case == "cold"
         if not self.completion_ok(timeout_s=10):
             raise SystemExit("the server does not answer before run %d" % n)
         # Both cases start from the same state: the model evicted from the page cache
@@ -284,7 +293,7 @@ class Bench:
         # playbook driver, or through playbooks/prewarm.yml before systemctl.
         t0 = time.monotonic()
         step = self.prewarm(evict=True)
-        if not cold and self.args.driver != "playbook":
+        if case == "prewarmed" and self.args.driver != "playbook":
             step = self.prewarm(evict=False)
         prep_s = time.monotonic() - t0
         poller = Poller(self.completion_ok)
@@ -294,15 +303,23 @@ class Bench:
         started = time.time()
         if self.args.driver == "playbook":
             extra = self.restart_vars()
-            if not cold:
+            extra["sglang_restart_cold"] = case != "warm"
+            if case == "prewarmed":
                 extra["sglang_restart_prewarm"] = {"model_path": MODEL_IN_CONTAINER, "step_s": 2}
             self.playbook("playbooks/restart.yml", "-e", json.dumps(extra))
-            if not cold:
-                step = self.last_run_record().get("prewarm") or {}
+            record = self.last_run_record()
+            if case == "prewarmed":
+                step = record.get("prewarm") or {}
+            if record.get("restart_kind") and record["restart_kind"] != ("warm" if case == "warm" else "cold"):
+                raise SystemExit("run %d: asked for a %s restart, the run says %s (%s)" % (
+                    n, case, record["restart_kind"], record.get("restart_kind_reason")))
         else:
             self.exec("systemctl", "stop", UNIT)
             # Every start counts toward the unit's StartLimitBurst (3 per hour), manual ones too.
             self.exec("systemctl", "reset-failed", UNIT, check=False)
+            if case != "warm":   # cold: the daemon's weights read from disk again
+                self.exec("systemctl", "reset-failed", WEIGHTS_UNIT, check=False)
+                self.exec("systemctl", "restart", WEIGHTS_UNIT, check=False)
             self.exec("systemctl", "start", UNIT)
         deadline = time.monotonic() + 600
         while poller.first_ok_after_gap is None and time.monotonic() < deadline:
@@ -360,6 +377,17 @@ class Poller(threading.Thread):
         return self.first_ok_after_gap - self.last_ok
 
 
+def downtime_ratios(rows):
+    """{case: median downtime} and the ratios warm/cold and prewarmed/cold, and whether warm/cold
+    keeps WARM_OVER_COLD_MAX; a case without runs is left out."""
+    medians = {c: statistics.median([r["downtime_s"] for r in rows if r["cache"] == c])
+               for c in CASES if any(r["cache"] == c for r in rows)}
+    cold = medians.get("cold")
+    ratios = {"%s_over_cold" % c: medians[c] / cold for c in ("prewarmed", "warm") if c in medians and cold}
+    ok = ratios.get("warm_over_cold") is not None and ratios["warm_over_cold"] <= WARM_OVER_COLD_MAX
+    return medians, ratios, ok
+
+
 def _median(rows, cache, key):
     values = [r[key] for r in rows if r["cache"] == cache and r[key] is not None]
     return statistics.median(values) if values else None
@@ -381,7 +409,7 @@ def report(rows, args, bench):
                                                   "shard_read_s", "prewarm"))
     for r in rows:
         prewarm = ("%.1f GB at %.2f GB/s" % (r["prewarm_read_bytes"] / 1e9, r["prewarm_bytes_per_s"] / 1e9)
-                   if r["cache"] == "prewarmed" else "evicted")
+                   if r["cache"] == "prewarmed" else "evicted" if r["cache"] == "cold" else "evicted, warm")
         print("%-4d %-10s %8.0f%% %12.2f %13s %14s %16s" % (
             r["run"], r["cache"], 100 * r["resident_before_restart"], r["downtime_s"], r["load_weight_s"],
             r["shard_read_s"], prewarm))
@@ -400,7 +428,16 @@ def report(rows, args, bench):
         print("RATIO weight-load phase cold/prewarmed = %.1fx (median %.2f s against %.2f s)" % (lc / lw, lc, lw))
     print("RATIO prewarmed/cold downtime = %.2f (cold/prewarmed = %.2fx), %d runs each"
           % (mw / mc, mc / mw, len(cold)))
+    medians, ratios, warm_ok = downtime_ratios(rows)
+    if "warm" in medians:
+        print("downtime: cold %.2f s, prewarmed %.2f s, warm %.2f s" % (
+            medians["cold"], medians["prewarmed"], medians["warm"]))
+        print("RATIO warm/cold downtime = %.3f (bound %.2f: %s), warm/prewarmed = %.3f" % (
+            ratios["warm_over_cold"], WARM_OVER_COLD_MAX, "kept" if warm_ok else "EXCEEDED",
+            medians["warm"] / medians["prewarmed"]))
     return {"read_bytes_per_s": bps, "cold_median_s": mc, "prewarmed_median_s": mw,
+            "warm_median_s": medians.get("warm"), "ratio_warm_over_cold": ratios.get("warm_over_cold"),
+            "warm_over_cold_max": WARM_OVER_COLD_MAX, "warm_over_cold_kept": warm_ok,
             "ratio_prewarmed_over_cold": mw / mc, "cold_shard_read_median_s": rc, "prewarmed_shard_read_median_s": rw,
             "cold_weight_load_median_s": lc, "prewarmed_weight_load_median_s": lw,
             "weight_load_cold_over_prewarmed": (lc / lw) if lc is not None and lw else None}
@@ -408,7 +445,7 @@ def report(rows, args, bench):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--runs", type=int, default=3, help="runs per case (alternating cold, prewarmed)")
+    p.add_argument("--runs", type=int, default=3, help="runs per case (in turn: cold, prewarmed, warm)")
     p.add_argument("--shards", type=int, default=12)
     p.add_argument("--shard-mib", type=int, default=256)
     p.add_argument("--time-scale", type=float, default=1.0,
@@ -436,8 +473,8 @@ def main(argv=None):
         bench.converge()
         bench.pick_driver()
         for i in range(args.runs):
-            for cold in (True, False):
-                rows.append(bench.one_run(len(rows) + 1, cold))
+            for case in CASES:
+                rows.append(bench.one_run(len(rows) + 1, case))
     finally:
         if not args.keep:
             bench.down()
@@ -446,6 +483,9 @@ def main(argv=None):
     with open(out, "w", encoding="utf-8") as fh:
         json.dump({"args": vars(args), "runs": rows, "summary": summary}, fh, indent=2)
     print("results: %s" % os.path.relpath(out, ROOT))
+    if not summary["warm_over_cold_kept"]:
+        print("FAILED: warm/cold downtime %s above %.2f" % (summary["ratio_warm_over_cold"], WARM_OVER_COLD_MAX))
+        return 1
     return 0
 
 

@@ -53,3 +53,15 @@ def test_a_bad_rate_is_refused_before_anything_starts(capsys):
     with pytest.raises(SystemExit) as err:
         bench_module().main(["--read-mb-s", "nan"])
     assert err.value.code == 2 and "--read-mb-s must be a finite rate >= 0" in capsys.readouterr().err
+
+
+def test_the_warm_over_cold_ratio_is_judged_against_its_bound():
+    bench = bench_module()
+    rows = [{"cache": c, "downtime_s": d} for c, d in (("cold", 100.0), ("cold", 120.0), ("prewarmed", 60.0),
+                                                      ("warm", 12.0), ("warm", 40.0), ("warm", 14.0))]
+    medians, ratios, ok = bench.downtime_ratios(rows)
+    assert medians == {"cold": 110.0, "prewarmed": 60.0, "warm": 14.0}
+    assert ratios["warm_over_cold"] == 14.0 / 110.0 and ok
+    rows.append({"cache": "warm", "downtime_s": 30.0})       # median warm 22 s: above 0.15 of cold
+    assert not bench.downtime_ratios(rows)[2]
+    assert not bench.downtime_ratios([r for r in rows if r["cache"] != "warm"])[2]   # no warm run: not kept
