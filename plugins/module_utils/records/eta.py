@@ -41,6 +41,9 @@ MIN_RATE_S = 20.0                # a rate measured over less time than this is n
 MIN_PHASE_BYTES = 256 * 2**20    # reading less than this in a phase: it is not bound by storage
 MIN_READ_BPS = 1e5               # reading slower than this is no rate to divide by
 PAGE_CACHE_LOAD_BPS = 10e9       # weights from memory to the GPUs (548 GB in ~40-55 s on 8 H200s)
+# An engine attached to the weight cache daemon maps the weights already on its GPUs (CUDA
+# IPC handles): seconds, whatever the model's size (IpcModelLoader's "Loaded model via IPC").
+WEIGHT_CACHE_ATTACH_S = 15.0
 OVERDUE_FLOOR = 0.5              # an overdue phase has at least this share of its usual duration left
 LONGEST_FACTOR = 2.0             # no estimate ends later than this many times the longest recorded start
 MAX_ESTIMATE_S = 7200.0          # without history: the watch's start timeout (start_watch.START_TIMEOUT_S)
@@ -79,7 +82,7 @@ class Estimate:
     phase: str
     remaining_s: float = None     # to ready; None when unknown (the middle of the range when overdue)
     phase_remaining_s: float = None
-    phase_basis: str = None       # shards | bytes | read_rate_history | page_cache | usual | overdue | bytes+usual | None
+    phase_basis: str = None       # shards | bytes | read_rate_history | page_cache | weight_cache | usual | overdue | bytes+usual | None
     usual_total_s: float = None   # the usual time to ready (median of the history)
     history_starts: int = 0
     remaining_low_s: float = None   # a range instead of a point, when the phase is overdue
@@ -196,6 +199,8 @@ class WeightLoadModel:
 
     def predicted_s(self):
         """(seconds, basis) of the whole load, before its own progress says more."""
+        if self.conditions.weight_cache:
+            return WEIGHT_CACHE_ATTACH_S, "weight_cache"
         if self.conditions.storage_bytes() is None:
             return self.usual_s, "usual"
         if self.reads_storage():

@@ -82,3 +82,17 @@ def test_the_ready_file_gives_pid_and_config():
 @pytest.mark.parametrize("text", ["", "pid=\n", "pid=abc\n", "pid=0\n", "config={}\n"])
 def test_a_ready_file_without_a_usable_pid_names_none(text):
     assert wc.parse_ready_file(text).pid is None
+
+
+def test_an_engine_launched_warm_is_cold_once_it_falls_back_and_stays_so():
+    kind = wc.StartKind(daemon_healthy=True)
+    assert kind.to_record() == {"restart_kind": "warm", "restart_kind_reason": None}
+    assert kind.on_line(FALLBACK) and kind.words() == "cold"
+    assert kind.to_record() == {"restart_kind": "cold_fallback", "restart_kind_reason": "fallback_to_disk"}
+    assert not kind.on_line(ATTACHED) and kind.kind == "cold_fallback"
+
+
+def test_an_engine_launched_without_a_healthy_daemon_is_warm_only_if_it_attached():
+    kind = wc.StartKind(daemon_healthy=False)
+    assert kind.to_record() == {"restart_kind": "cold", "restart_kind_reason": "daemon_not_healthy"}
+    assert kind.on_line(ATTACHED) and kind.warm and kind.attached
