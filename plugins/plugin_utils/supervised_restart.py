@@ -2,7 +2,9 @@
 sglang_service_supervisor): one decider per start. The action restarts the unit once and
 streams what the supervisor records (the per-start folders, module_utils/records/start_records.py);
 the supervisor decides each start and systemd restarts the unit when that can help. The
-action never stops, kills or restarts anything after that first restart.
+action never stops, kills or restarts anything after that first restart, but for one thing:
+beside the weight cache daemon, after_failed_start may make the next start cold
+(weight_cache_step; at most once per run).
 
 Each start the supervisor records becomes one attempt of the run, its trace, verdict and
 diagnostics copied into the run's artifacts (attempt-<n>/), so `report` and `replay` read
