@@ -23,11 +23,8 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.host import (
     pyspy,
     systemd_unit,
 )
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model import sglang_dialect
-from ansible_collections.sglang_ops.serving.plugins.module_utils.records import (
-    prometheus_text,
-    start_records,
-)
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model import sglang_dialect, weight_cache
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records import prometheus_text, start_records
 
 
 def _option(default=None, type="str", **spec):
@@ -290,7 +287,8 @@ def probe(req):
             missing["unit_state"] = why
     if req.holders and service:
         snap = snap or nvidia_smi.read_gpus(req.gpu_timeout_s, req.nvidia_smi)
-        result["gpu_holders"] = gpu_holders.holders_of(snap, service)
+        # the weight cache daemon's memory is expected beside the engine's, never an orphan's
+        result["gpu_holders"] = gpu_holders.holders_of(snap, service, expected_units=(weight_cache.daemon_unit(service),))
     if req.unit_processes and service:
         result["unit_processes"] = cgroup.unit_processes(service)
     if req.diagnostics and service:

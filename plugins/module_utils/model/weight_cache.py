@@ -97,6 +97,12 @@ def attach_outcome(text):
     return None
 
 
+def daemon_unit(unit):
+    """The weight cache daemon's unit of an engine unit: `<unit>-weights.service`."""
+    base = unit[:-len(".service")] if unit.endswith(".service") else unit
+    return "%s-weights.service" % base
+
+
 # ---- the ready file ---------------------------------------------------------------------------
 DEVICE_UUID_FIELD = "{device_uuid}"
 

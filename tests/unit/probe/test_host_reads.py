@@ -4,12 +4,8 @@ import os
 
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.host import (
-    cgroup,
-    gpu_holders,
-    nvidia_smi,
-    systemd_unit,
-)
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host import cgroup, gpu_holders, nvidia_smi, systemd_unit
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model import weight_cache
 from ansible_collections.sglang_ops.serving.tests.unit.probe.conftest import data
 
 SERVICE = "sglang-k26-ddtree.service"
@@ -52,6 +48,24 @@ def test_gpu_holders_say_which_belong_to_the_unit(tmp_path, script_dir):
     assert [(h["pid"], h["gpu_uuid"], h["mem_mib"], h["in_unit"], h["cmdline"]) for h in held["holders"]] == [
         (101, "GPU-aaa", 30000, True, "sglang::scheduler_TP0"),
         (202, "GPU-aaa", 9000, False, "/usr/bin/python3 train.py")]
+
+
+def test_the_weight_cache_daemons_gpu_memory_is_expected_not_foreign(tmp_path, script_dir):
+    fake = script_dir("nvidia-smi", """\
+        case "$1" in
+          --query-gpu=*) echo "0, GPU-aaa, 80000, 97887, 0, 90.0" ;;
+          --query-compute-apps=*) printf '101, GPU-aaa, 30000\\n303, GPU-aaa, 50000\\n202, GPU-aaa, 9000\\n' ;;
+        esac
+        """)
+    proc_root = tmp_path / "proc"
+    proc_root.mkdir()
+    _proc(proc_root, 101, "sglang::scheduler_TP0", IN_UNIT_V1)
+    _proc(proc_root, 303, "python -m sglang.srt.weight_cache.daemon", IN_UNIT_V1.replace(".service", "-weights.service"))
+    _proc(proc_root, 202, "/usr/bin/python3 train.py", "0::/user.slice/session-1.scope\n")
+    held = gpu_holders.holders_of(nvidia_smi.read_gpus(2.0, fake), SERVICE, str(proc_root),
+                                  expected_units=(weight_cache.daemon_unit(SERVICE),))
+    assert [(h["pid"], h["in_unit"], h["expected"]) for h in held["holders"]] == [
+        (101, True, False), (303, False, True), (202, False, False)]
 
 
 def test_gpu_holders_without_nvidia_smi_are_unavailable_with_the_reason(monkeypatch, tmp_path):
