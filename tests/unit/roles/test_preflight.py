@@ -56,6 +56,17 @@ def failures(result):
      "sglang_service_extra_args must be a list whose items are strings (one flag) or lists of strings"),
     ({"sglang_service_extra_args": [["--json-model-override-args", ["a", "b"]]]},
      'got [["--json-model-override-args", ["a", "b"]]]'),
+    ({"sglang_service_weight_cache": True},
+     "sglang_service_weight_cache cannot be used with sglang_service_speculative_algorithm (DFLASH)"),
+    ({"sglang_service_weight_cache": True, "sglang_service_speculative_algorithm": "",
+      "sglang_service_supervisor": False},
+     "sglang_service_weight_cache needs sglang_service_supervisor"),
+    ({"sglang_service_weight_cache": True, "sglang_service_speculative_algorithm": "",
+      "sglang_service_weight_cache_runtime_dir": "/tmp/weights"},
+     'sglang_service_weight_cache_runtime_dir must be a folder directly under /run (/run/NAME), got "/tmp/weights"'),
+    ({"sglang_service_weight_cache": True, "sglang_service_speculative_algorithm": "",
+      "sglang_service_weight_cache_extra_args": [{"--force": True}]},
+     "sglang_service_weight_cache_extra_args must be a list whose items are strings"),
 ])
 def test_bad_variable_fails_in_preflight_before_any_change(inventory, bad_vars, message):
     returncode, result = run_site(inventory, bad_vars)
