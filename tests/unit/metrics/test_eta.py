@@ -2,7 +2,7 @@
 import pytest
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.eta import (
-    MAX_ESTIMATE_S, PAGE_CACHE_LOAD_BPS, EtaEstimator, LoadConditions, slower_than_usual, usual_phase_s)
+    MAX_ESTIMATE_S, PAGE_CACHE_LOAD_BPS, EtaEstimator, LoadConditions, slower_than_usual, usual_phase_s, WEIGHT_CACHE_ATTACH_S)
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.progress_line import progress_line
 
 GB = 10**9
@@ -119,7 +119,9 @@ def test_an_attached_weight_cache_reads_nothing_from_storage():
     est = EtaEstimator([EARLIER], LoadConditions(model_bytes=550 * GB, weight_cache=True))
     est.update(a(10, "distributed_init", read_bytes=0))
     est.update(a(20, "weight_load", read_bytes=0))
-    assert est.update(a(30, "weight_load", read_bytes=0)).phase_basis == "page_cache"
+    e = est.update(a(30, "weight_load", read_bytes=0))
+    # the weights are mapped from the daemon, not copied from the page cache: an attach
+    assert e.phase_basis == "weight_cache" and e.usual_phase_s == WEIGHT_CACHE_ATTACH_S
 
 
 def test_the_storage_left_at_a_slower_disk_comes_from_the_bytes_not_the_usual_duration():
