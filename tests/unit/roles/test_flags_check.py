@@ -79,7 +79,10 @@ def test_missing_sglang_is_named(tmp_path):
 def run_role_check(tmp_path, python, **variables):
     """ansible-playbook flags_check.yml for one host whose venv python is `python` (this user runs it)."""
     import getpass
-    host = dict(group_vars("demo"), sglang_service_api_key="", sglang_service_python=python,
+    # The daemon's parser imports transformers and torchvision, which the CPU venv of the real
+    # SGLang leaves out: the daemon's flags are parsed by test_weight_cache_units.py instead.
+    host = dict(group_vars("demo"), sglang_service_api_key="", sglang_service_weight_cache=False,
+                sglang_service_python=python,
                 sglang_service_user=getpass.getuser(), sglang_service_config_dir=str(tmp_path / "etc"), **variables)
     (tmp_path / "etc").mkdir(exist_ok=True)
     runs = len(list(tmp_path.glob("inv-*")))
