@@ -79,3 +79,28 @@ def test_the_role_hands_the_filter_every_option_it_knows():
     role_vars = yaml.safe_load((ROOT / "roles" / "sglang_service" / "vars" / "main.yml").read_text())
     handed = set(role_vars["_sglang_service_server_options"]) | {"config_file", "extra_args"}
     assert handed == set(OPTIONS)
+
+
+def test_weight_cache_client_mode_comes_with_its_timeout_and_off_gives_no_flag():
+    assert args(weight_cache_mode="client", weight_cache_timeout_s=600)[-2:] == [
+        ["--weight-cache-mode", "client"], ["--weight-cache-timeout", "600"]]
+    assert not [line for line in args(weight_cache_mode="off") if line[0].startswith("--weight-cache")]
+
+
+def test_an_engine_spawned_weight_cache_is_refused():
+    with pytest.raises(AnsibleFilterError, match="weight_cache_mode must be one of off, client, got 'daemon'"):
+        args(weight_cache_mode="daemon")
+
+
+def test_daemon_command_line_is_the_engines_weights_then_its_timeouts_then_the_extra_flags():
+    from ansible_collections.sglang_ops.serving.plugins.filter.sglang_server_args import sglang_weight_cache_daemon_args
+    lines = sglang_weight_cache_daemon_args({
+        "model_path": "/models/k2", "tp_size": 8, "trust_remote_code": True, "loader_threads": 16, "timeout_s": 900,
+        "extra_args": [["--quantization", "fp8"]], "daemon_extra_args": ["--force"]})
+    assert [line if isinstance(line, str) else line[0] for line in lines] == [
+        "--model-path", "--tp-size", "--trust-remote-code", "--model-loader-extra-config", "--timeout",
+        "--weight-cache-timeout", "--quantization", "--force"]
+    assert lines[4:6] == [["--timeout", "900"], ["--weight-cache-timeout", "900"]]
+    with pytest.raises(AnsibleFilterError, match="missing options: daemon_extra_args"):
+        sglang_weight_cache_daemon_args({"model_path": "/m", "tp_size": 1, "trust_remote_code": False,
+                                         "loader_threads": 0, "timeout_s": 1, "extra_args": []})
