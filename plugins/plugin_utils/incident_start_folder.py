@@ -8,10 +8,7 @@ against the ready starts before it in the same root (their verdict.json).
 import os
 import time
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.records import (
-    start_records,
-    trace_format,
-)
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records import start_records, trace_format
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.failure_classes import FAILURE_CLASSES
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.supervised_restart import start_time_to_ready
 

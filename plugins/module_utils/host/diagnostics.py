@@ -5,11 +5,7 @@ under a bound (bounded_run); one that cannot run says so in its own entry, the o
 are still read. Secrets are redacted before anything leaves the host."""
 from concurrent.futures import ThreadPoolExecutor
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.host import (
-    cgroup,
-    nvidia_smi,
-    pyspy,
-)
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host import cgroup, nvidia_smi, pyspy
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model import sglang_dialect
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host.bounded_run import bounded_run, find_executable
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.redaction import redact

@@ -5,10 +5,7 @@ from http.server import BaseHTTPRequestHandler
 
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.host import (
-    api_key_config,
-    http_check,
-)
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host import api_key_config, http_check
 from ansible_collections.sglang_ops.serving.tests.unit.probe.conftest import LoopbackHTTP
 
 

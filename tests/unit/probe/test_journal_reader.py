@@ -3,10 +3,7 @@ a tqdm bar stored as one record with `\\r` frames arrives as a byte-array MESSAG
 import json
 import os
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.host import (
-    journal_reader,
-    logfile_reader,
-)
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host import journal_reader, logfile_reader
 from ansible_collections.sglang_ops.serving.tests.unit.probe.conftest import data
 
 LINES = data("journalctl-json-tqdm-blob.jsonl").splitlines()

@@ -1,9 +1,6 @@
 """The server's output in bounded memory: records cut at journald's LineMax, the records of
 one poll and the diagnostics' tail bounded in records and bytes."""
-from ansible_collections.sglang_ops.serving.plugins.module_utils.services import (
-    log_filter,
-    log_pump,
-)
+from ansible_collections.sglang_ops.serving.plugins.module_utils.services import log_filter, log_pump
 
 KEY = "sk-flood-key-0123456789"
 
