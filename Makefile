@@ -17,7 +17,7 @@ help:
 	@echo "make detector       the detector on every labelled trace, as recorded and perturbed (fails on any miss)"
 	@echo "make collection     build the collection tarball and list what is inside"
 	@echo "make bench          detector benchmark on the trace corpus, beside the reference watchers, and perturbed; ETA error and metrics write time"
-	@echo "make bench-restart  restart downtime, cold page cache against prewarmed"
+	@echo "make bench-restart  restart downtime: cold, prewarmed and warm (the weight cache daemon kept)"
 	@echo "make bench-supervisor  the unit supervisor's own CPU per poll and memory, on the stand-in with 8 ranks"
 
 # The Debian packages the system-level targets need (podman, runc, debootstrap, promtool,
@@ -76,7 +76,7 @@ units: collection
 	bin/collection units
 
 # Every scenario builds on the shared base .config/molecule/config.yml (molecule/README.md).
-molecule: system-packages venv image
+molecule: system-packages venv image ee
 	@VENV=$(VENV) bin/molecule-scenarios $(MOLECULE_SCENARIOS)
 
 # The execution environment (execution-environment.yml), built offline by ee/build and

@@ -29,7 +29,7 @@ def test_unit_is_active_and_enabled(host):
     "KillMode=control-group", "SyslogIdentifier=sglang-k26-ddtree", "Environment=PYTHONUNBUFFERED=1",
     'Environment="SGLANG_DG_CACHE_DIR=/var/cache/sglang/0.5.23/deep_gemm"', "CPUAccounting=yes", "IOAccounting=yes",
     "MemoryAccounting=yes", "DevicePolicy=closed", "ProtectSystem=strict", f"    --config {CONFIG_PATH} \\",
-    "    --tp-size 8 \\", "    --speculative-algorithm DFLASH \\", "    --tool-call-parser kimi_k2 \\",
+    "    --tp-size 8 \\", "    --tool-call-parser kimi_k2 \\",
 ])
 def test_unit_file_has(host, line):
     assert line in host.file(UNIT_PATH).content_string.splitlines()

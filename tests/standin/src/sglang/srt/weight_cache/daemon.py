@@ -5,6 +5,9 @@ daemons import this module again as `__mp_main__`: it stays this small.
 """
 import sys
 
+# Where the real module defines it: the role's flags check imports it from here.
+from sglang.standin.wc_daemon import WeightCacheDaemonArgs  # noqa: F401
+
 if __name__ == "__main__":
     from sglang.standin.wc_daemon import main
 
