@@ -78,7 +78,8 @@ def test_both_units_find_the_sockets_and_ready_files_in_the_daemons_runtime_fold
         assert engine_env[name] == daemon_env[name] == f"{RUNTIME_DIR}/sglang_weight_cache_{{device_uuid}}.{suffix}"
         assert not engine_env[name].startswith("/tmp/")
     daemon = rendered["demo"]["-weights.service"]
-    assert setting(daemon, "Service", "RuntimeDirectory") == [f"{UNIT}-weights"]
+    # the daemon's folder, then the server's own (the demo's stand-in keeps its GPU state there)
+    assert setting(daemon, "Service", "RuntimeDirectory") == [f"{UNIT}-weights", "sglang-standin"]
     assert setting(daemon, "Service", "RuntimeDirectoryPreserve") == ["yes"]
     # the service group may enter it; nobody else
     assert setting(daemon, "Service", "RuntimeDirectoryMode") == ["0750"]
