@@ -31,18 +31,30 @@ def test_cgroup_membership_names_the_unit_or_a_cgroup_below_it(line, member):
     assert cgroup.names_unit("12:cpu:/\n" + line + "\n", SERVICE) is member
 
 
-def test_gpu_holders_say_which_belong_to_the_unit(tmp_path, script_dir):
+def _gpu_host(tmp_path, script_dir, gpu_line, holders):
+    """An nvidia-smi answering gpu_line and one compute app per (pid, mib, cmdline, cgroup),
+    the processes in a /proc of their own; -> (the readings, that /proc)."""
+    apps = "".join("%d, GPU-aaa, %d\\n" % (pid, mib) for pid, mib, _cmd, _cg in holders)
     fake = script_dir("nvidia-smi", """\
         case "$1" in
-          --query-gpu=*) echo "0, GPU-aaa, 40000, 97887, 12, 300.5" ;;
-          --query-compute-apps=*) printf '101, GPU-aaa, 30000\\n202, GPU-aaa, 9000\\n' ;;
+          --query-gpu=*) echo "%s" ;;
+          --query-compute-apps=*) printf '%s' ;;
         esac
-        """)
+        """ % (gpu_line, apps))
     proc_root = tmp_path / "proc"
     proc_root.mkdir()
-    _proc(proc_root, 101, "sglang::scheduler_TP0", IN_UNIT_V1)
-    _proc(proc_root, 202, "/usr/bin/python3 train.py", "0::/user.slice/session-1.scope\n")
-    held = gpu_holders.holders_of(nvidia_smi.read_gpus(2.0, fake), SERVICE, str(proc_root))
+    for pid, _mib, cmdline, cgroup_text in holders:
+        _proc(proc_root, pid, cmdline, cgroup_text)
+    return nvidia_smi.read_gpus(2.0, fake), str(proc_root)
+
+
+TRAINING_JOB = (202, 9000, "/usr/bin/python3 train.py", "0::/user.slice/session-1.scope\n")
+
+
+def test_gpu_holders_say_which_belong_to_the_unit(tmp_path, script_dir):
+    readings, proc_root = _gpu_host(tmp_path, script_dir, "0, GPU-aaa, 40000, 97887, 12, 300.5",
+                                    [(101, 30000, "sglang::scheduler_TP0", IN_UNIT_V1), TRAINING_JOB])
+    held = gpu_holders.holders_of(readings, SERVICE, proc_root)
     assert held["available"] is True and held["error"] == ""
     assert held["gpus"] == [{"index": 0, "uuid": "GPU-aaa", "mem_used_mib": 40000, "mem_total_mib": 97887}]
     assert [(h["pid"], h["gpu_uuid"], h["mem_mib"], h["in_unit"], h["cmdline"]) for h in held["holders"]] == [
@@ -51,19 +63,10 @@ def test_gpu_holders_say_which_belong_to_the_unit(tmp_path, script_dir):
 
 
 def test_the_weight_cache_daemons_gpu_memory_is_expected_not_foreign(tmp_path, script_dir):
-    fake = script_dir("nvidia-smi", """\
-        case "$1" in
-          --query-gpu=*) echo "0, GPU-aaa, 80000, 97887, 0, 90.0" ;;
-          --query-compute-apps=*) printf '101, GPU-aaa, 30000\\n303, GPU-aaa, 50000\\n202, GPU-aaa, 9000\\n' ;;
-        esac
-        """)
-    proc_root = tmp_path / "proc"
-    proc_root.mkdir()
-    _proc(proc_root, 101, "sglang::scheduler_TP0", IN_UNIT_V1)
-    _proc(proc_root, 303, "python -m sglang.srt.weight_cache.daemon", IN_UNIT_V1.replace(".service", "-weights.service"))
-    _proc(proc_root, 202, "/usr/bin/python3 train.py", "0::/user.slice/session-1.scope\n")
-    held = gpu_holders.holders_of(nvidia_smi.read_gpus(2.0, fake), SERVICE, str(proc_root),
-                                  expected_units=(weight_cache.daemon_unit(SERVICE),))
+    daemon = (303, 50000, "python -m sglang.srt.weight_cache.daemon", IN_UNIT_V1.replace(".service", "-weights.service"))
+    readings, proc_root = _gpu_host(tmp_path, script_dir, "0, GPU-aaa, 80000, 97887, 0, 90.0",
+                                    [(101, 30000, "sglang::scheduler_TP0", IN_UNIT_V1), daemon, TRAINING_JOB])
+    held = gpu_holders.holders_of(readings, SERVICE, proc_root, expected_units=(weight_cache.daemon_unit(SERVICE),))
     assert [(h["pid"], h["in_unit"], h["expected"]) for h in held["holders"]] == [
         (101, True, False), (303, False, True), (202, False, False)]
 

@@ -119,19 +119,23 @@ def parse(data):
     return faults
 
 
-def read_source(settings, environ=None):
-    """Return (text, origin) of the fault configuration, or ("", None)."""
+def _read_from(env_name, path, environ):
+    """(text, origin) from the environment variable, else from the file, else ("", None)."""
     environ = os.environ if environ is None else environ
-    text = environ.get("SGLANG_STANDIN_FAULT", "").strip()
+    text = environ.get(env_name, "").strip()
     if text:
-        return text, "SGLANG_STANDIN_FAULT"
-    path = settings.faults_file
+        return text, env_name
     if path and os.path.exists(path):
         with open(path, encoding="utf-8") as f:
             text = f.read().strip()
         if text:
             return text, path
     return "", None
+
+
+def read_source(settings, environ=None):
+    """Return (text, origin) of the fault configuration, or ("", None)."""
+    return _read_from("SGLANG_STANDIN_FAULT", settings.faults_file, environ)
 
 
 # What the weight cache daemon plays (its own fault source, counted apart from the server's).
@@ -142,17 +146,7 @@ DAEMON_FAULT_ENV = "SGLANG_STANDIN_WEIGHT_CACHE_FAULT"
 
 def read_daemon_source(settings, environ=None):
     """Return (text, origin) of the weight cache daemon's faults, or ("", None)."""
-    environ = os.environ if environ is None else environ
-    text = environ.get(DAEMON_FAULT_ENV, "").strip()
-    if text:
-        return text, DAEMON_FAULT_ENV
-    path = settings.weight_cache_faults_file
-    if path and os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            text = f.read().strip()
-        if text:
-            return text, path
-    return "", None
+    return _read_from(DAEMON_FAULT_ENV, settings.weight_cache_faults_file, environ)
 
 
 def parse_daemon(data):
