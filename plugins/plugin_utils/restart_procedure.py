@@ -252,11 +252,14 @@ class RestartProcedure:
         return weight_cache_step.plan(self.daemon, bool(self.args.get("cold")), previous)
 
     def _note_plan(self, attempt, planned):
-        """The attempt's restart_kind and why: the supervisor's record when it has one (a warm
-        start that fell back to a disk load is cold_fallback), else the plan."""
+        """The attempt's restart_kind and why. A cold plan makes a cold start whatever the
+        engine then did (it attaches to weights the daemon has just loaded from disk); a warm
+        plan keeps the supervisor's record when it has one (a start that fell back to a disk
+        load is cold_fallback), else the plan's."""
         if planned is None:
             return
-        if not attempt.get("restart_kind"):
+        supervisor_kind = attempt.get("restart_kind")
+        if planned.cold or not supervisor_kind or supervisor_kind == planned.kind:
             attempt["restart_kind"], attempt["restart_kind_reason"] = planned.kind, planned.reason
         elif not attempt.get("restart_kind_reason"):
             attempt["restart_kind_reason"] = planned.reason

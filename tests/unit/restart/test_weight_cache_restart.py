@@ -142,7 +142,8 @@ class WeightCacheHost(FakeHost):
                 self.engine_running = None
                 self.engine_records[0].update(verdict=verdict, reason_code="ready" if verdict == "ready" else
                                               "stall_idle", ready_after_s=5.0 if verdict == "ready" else None,
-                                              restart_kind=None)
+                                              # the engine's supervisor: it attached to the daemon's weights
+                                              restart_kind="warm", restart_kind_reason=None)
                 # a failed start leaves the unit in auto-restart: systemd's RestartSec= has not passed yet
             res = super().read(module_args)
             res["starts"] = {"current": None, "starts": list(self.engine_records)}
