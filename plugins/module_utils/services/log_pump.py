@@ -144,6 +144,10 @@ class LogPump(threading.Thread):
         with self.lock:
             return self.pending.take()
 
-    def tail_text(self):
+    def tail_lines(self):
+        """The server's most recent lines (bounded), oldest first."""
         with self.lock:
-            return "\n".join(self.tail.values()) + "\n"
+            return list(self.tail.values())
+
+    def tail_text(self):
+        return "\n".join(self.tail_lines()) + "\n"

@@ -34,7 +34,7 @@ import threading
 import time
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host import bounded_run, http_check, nvidia_smi, procfs, pyspy, systemd_unit
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model import sglang_dialect, weight_cache
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model import failure_classes, log_lines, sglang_dialect, weight_cache
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records import prometheus_text, start_records
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services import log_filter, log_pump, observe_only, sd_notify
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector import Detector
@@ -56,6 +56,8 @@ SUPERVISOR_FAULT = "supervisor_fault"
 # Liveness answers that prove the server is up but refuse the key it was started with.
 AUTH_REFUSED = (401, 403)
 AUTH_MISMATCH = "auth_mismatch"
+# How long a server that exited while serving may take to hand over its last lines.
+PUMP_DRAIN_S = 2.0
 
 
 class _Stopped(Exception):
@@ -364,7 +366,7 @@ class Supervisor:
         while True:
             self._sleep(self.s.liveness_interval_s)
             if self.child.poll() is not None:
-                return "process_exited", "the server exited with status %s after ready" % self.child.returncode
+                return self._exit_after_ready()
             answer = http_check.post_completion(self.s.base_url, self.s.model, self.api_key, self.s.liveness_timeout_s)
             now_tokens = _generated_tokens(self.s.base_url)
             serving = now_tokens is not None and tokens is not None and now_tokens > tokens
@@ -395,6 +397,18 @@ class Supervisor:
             if misses >= self.s.liveness_misses:
                 return "hang_after_ready", "%d one-token completions in a row went unanswered (the last: %s) " \
                     "and no tokens were generated meanwhile" % (misses, words)
+
+    def _exit_after_ready(self):
+        """(failure class, words) of a server that exited while serving: the last lethal line
+        it printed names the class (the engine's line when its weight cache daemon died);
+        without one, process_exited."""
+        self.pump.join(PUMP_DRAIN_S)   # the server's last lines, written before it went
+        words = "the server exited with status %s after ready" % self.child.returncode
+        for text in reversed(self.pump.tail_lines()):
+            line = log_lines.classify(text)
+            if line.lethal and line.fatal_code and line.fatal_code in failure_classes.FAILURE_CLASSES:
+                return line.fatal_code, "%s: %s" % (words, line.text[:300])
+        return "process_exited", words
 
     def _diagnose(self, assessment=None):
         """What on-call needs from a start that is about to be stopped."""
