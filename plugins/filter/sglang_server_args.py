@@ -36,10 +36,9 @@ OPTIONS = tuple(name for name, _flag, _kind in _FLAGS) + tuple(_OPTIONAL)
 _WEIGHT_CACHE_MODES = ("off", "client")
 # The weight cache daemon builds the same weights as the engine from these of its options
 # (SGLang compares model, parallelism, quantization and dtype, else the engine loads from disk).
-_DAEMON_FLAGS = tuple(entry for entry in _FLAGS if entry[0] in ("model_path", "tp_size", "trust_remote_code",
-                                                               "loader_threads"))
-DAEMON_OPTIONS = tuple(name for name, _flag, _kind in _DAEMON_FLAGS) + ("timeout_s", "extra_args",
-                                                                         "daemon_extra_args")
+_DAEMON_FLAGS = tuple(entry for entry in _FLAGS
+                      if entry[0] in ("model_path", "tp_size", "trust_remote_code", "loader_threads"))
+DAEMON_OPTIONS = tuple(name for name, _flag, _kind in _DAEMON_FLAGS) + ("timeout_s", "extra_args", "daemon_extra_args")
 
 
 def _number(name, value, kind):

@@ -210,8 +210,8 @@ def _failed_before(attempts):
 
 def _attempt_story(a):
     """"attempt 1 stalled in weight_load (`stall_idle`), systemd restarted it"."""
-    story = "attempt %d%s %s in %s (`%s`)" % (a.n, " (%s start)" % a.restart_kind if a.restart_kind else "",
-                                             a.verdict, a.phase, a.reason_code)
+    kind = " (%s start)" % a.restart_kind if a.restart_kind else ""
+    story = "attempt %d%s %s in %s (`%s`)" % (a.n, kind, a.verdict, a.phase, a.reason_code)
     words = _ACTION_WORDS.get(a.action, a.action)
     return story + (", " + words if words else "")
 

@@ -23,7 +23,6 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.services import
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import observe_only_step
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import (
     host_checks, host_lock, metrics_step, server_sync, supervised_restart, systemctl_verbs, weight_cache_step)
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model import weight_cache
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import RunArtifacts, iso_utc, redact_secrets
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import (
     TraceFormatError, code_version, header_settings, read_trace, relative_observation)
@@ -471,8 +470,9 @@ class RestartProcedure:
                 if planned.cold:
                     daemon_failed = self._restart_daemon(planned, n)
                     if daemon_failed:
-                        return self._hand_over(*daemon_failed, because="the weight cache daemon did not come up: "
-                                                                      "the engine cannot attach to its weights")
+                        return self._hand_over(
+                            *daemon_failed,
+                            because="the weight cache daemon did not come up: the engine cannot attach to its weights")
             watched = self._attempt(n)
             server_decision = None
             if self.server is not None:
@@ -609,8 +609,8 @@ class RestartProcedure:
         self.port.emit("start %d ended %s (%s): the next start is cold (%s)" % (
             attempt["n"], attempt.get("verdict"), code, planned.reason))
         self._plans.append((attempt["n"] + 1, planned))
-        failed = self._cold_before_engine(planned, attempt["n"] + 1, min(self.args["stop_timeout_s"],
-                                                                        self.args["failed_stop_timeout_s"]))
+        stop_timeout_s = min(self.args["stop_timeout_s"], self.args["failed_stop_timeout_s"])
+        failed = self._cold_before_engine(planned, attempt["n"] + 1, stop_timeout_s)
         if failed:
             raise _ColdRestartFailed(*failed)
         rc, dummy_out, err = self.port.verb("restart-no-block")

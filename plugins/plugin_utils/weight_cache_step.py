@@ -63,8 +63,8 @@ class DaemonView:
         start = self.last_start
         if not start:
             return "%s has no start recorded by its supervisor" % self.unit
-        return "the newest start of %s is %s (%s)" % (self.unit, start.get("verdict"),
-                                                       start.get("reason_code") or start.get("phase") or "?")
+        why = start.get("reason_code") or start.get("phase") or "?"
+        return "the newest start of %s is %s (%s)" % (self.unit, start.get("verdict"), why)
 
     def to_dict(self):
         return {"unit": self.unit, "installed": self.installed, "active": self.active, "sub": self.sub,

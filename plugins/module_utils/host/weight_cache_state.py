@@ -55,7 +55,7 @@ def daemon_health(ready_template, gpu_uuids, proc_root="/proc"):
         elif ready.pid is None:
             problems.append((uuid, "ready file %s names no pid" % path))
         elif not pid_alive(ready.pid, proc_root):
-            problems.append((uuid, "daemon pid %d of %s is gone" % (ready.pid, path)))
+            problems.append((uuid, "daemon pid %s of %s is gone" % (ready.pid, path)))
         else:
             pids[uuid] = ready.pid
             configs[uuid] = ready.config

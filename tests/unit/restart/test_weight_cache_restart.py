@@ -178,7 +178,7 @@ class WeightCacheHost(FakeHost):
 
 def test_a_warm_restart_restarts_the_engine_alone_and_never_touches_the_daemon(tmp_path):
     host = WeightCacheHost()
-    proc, host, probe, clock, lines, _ = make_procedure(tmp_path, [[progressing(), ready()]], host=host,
+    proc, host, probe, clock, lines, dummy_cmd = make_procedure(tmp_path, [[progressing(), ready()]], host=host,
                                                         kill_orphans=True)
     res = proc.restart()
     assert res["outcome"] == "ready" and (res["restart_kind"], res["restart_kind_reason"]) == ("warm", "daemon_healthy")
@@ -194,7 +194,7 @@ def test_a_warm_restart_restarts_the_engine_alone_and_never_touches_the_daemon(t
 
 def test_a_warm_start_that_stalls_is_followed_by_a_cold_one_that_restarts_the_daemon_first(tmp_path):
     host = WeightCacheHost()
-    proc, host, *_ = make_procedure(tmp_path, [[stalled("stall_idle", "cuda_graph")], [progressing(), ready()]],
+    proc, host, *dummy_rest = make_procedure(tmp_path, [[stalled("stall_idle", "cuda_graph")], [progressing(), ready()]],
                                     host=host)
     res = proc.restart()
     assert res["outcome"] == "ready"
@@ -207,7 +207,7 @@ def test_a_warm_start_that_stalls_is_followed_by_a_cold_one_that_restarts_the_da
 
 def test_a_daemon_that_does_not_come_up_is_handed_over_before_the_engine_starts(tmp_path):
     host = WeightCacheHost(daemon_healthy=False, daemon_start_verdict="failed")
-    proc, host, *_ = make_procedure(tmp_path, [[ready()]], host=host)
+    proc, host, *dummy_rest = make_procedure(tmp_path, [[ready()]], host=host)
     res = proc.restart()
     assert res["failed"] and res["outcome"] == "gave_up"
     assert host.events == ["stop", "daemon restart"]     # the engine was never started
@@ -216,21 +216,21 @@ def test_a_daemon_that_does_not_come_up_is_handed_over_before_the_engine_starts(
 
 def test_weight_cache_false_leaves_the_restart_as_it_was(tmp_path):
     host = WeightCacheHost(daemon_healthy=False)
-    proc, host, *_ = make_procedure(tmp_path, [[ready()]], host=host, weight_cache=False, kill_orphans=True)
+    proc, host, *dummy_rest = make_procedure(tmp_path, [[ready()]], host=host, weight_cache=False, kill_orphans=True)
     res = proc.restart()
     assert "restart_kind" not in res and "daemon restart" not in host.events
     assert "kill -9 500" in host.events                 # without the weight cache its pid is a leftover
 
 
 def test_weight_cache_true_without_the_daemons_unit_fails_before_anything_changes(tmp_path):
-    proc, host, *_ = make_procedure(tmp_path, [[ready()]], host=FakeHost(), weight_cache=True)
+    proc, host, *dummy_rest = make_procedure(tmp_path, [[ready()]], host=FakeHost(), weight_cache=True)
     with pytest.raises(RemoteStepFailed, match="weights is not installed"):
         proc.restart()
     assert host.events == []
 
 
 def _supervised(tmp_path, host, **overrides):
-    proc, host, probe, clock, lines, _ = make_procedure(tmp_path, [], host=host, **overrides)
+    proc, host, probe, clock, lines, dummy_cmd = make_procedure(tmp_path, [], host=host, **overrides)
     return proc, host, lines
 
 
@@ -264,7 +264,7 @@ def test_the_cold_option_restarts_the_daemon_before_the_supervised_engine(tmp_pa
 
 
 def test_check_mode_says_the_daemons_state_and_whether_the_next_restart_would_be_warm(tmp_path):
-    proc, host, probe, *_ = make_procedure(tmp_path, [[progressing()]], host=WeightCacheHost())
+    proc, host, probe, *dummy_rest = make_procedure(tmp_path, [[progressing()]], host=WeightCacheHost())
     res = proc.observe_once()
     assert res["weight_cache"]["main_pid"] == 500 and res["weight_cache"]["next_restart"] == "warm"
     assert res["weight_cache_summary"].startswith("weight cache daemon %s healthy (MainPID 500)" % DAEMON_UNIT)
