@@ -179,7 +179,7 @@ class WeightCacheHost(FakeHost):
 def test_a_warm_restart_restarts_the_engine_alone_and_never_touches_the_daemon(tmp_path):
     host = WeightCacheHost()
     proc, host, probe, clock, lines, dummy_cmd = make_procedure(tmp_path, [[progressing(), ready()]], host=host,
-                                                        kill_orphans=True)
+                                                                kill_orphans=True)
     res = proc.restart()
     assert res["outcome"] == "ready" and (res["restart_kind"], res["restart_kind_reason"]) == ("warm", "daemon_healthy")
     assert host.events == ["stop", "start"]             # no kill -9 of the daemon's PIDs, no daemon restart
@@ -194,8 +194,8 @@ def test_a_warm_restart_restarts_the_engine_alone_and_never_touches_the_daemon(t
 
 def test_a_warm_start_that_stalls_is_followed_by_a_cold_one_that_restarts_the_daemon_first(tmp_path):
     host = WeightCacheHost()
-    proc, host, *dummy_rest = make_procedure(tmp_path, [[stalled("stall_idle", "cuda_graph")], [progressing(), ready()]],
-                                    host=host)
+    proc, host, *dummy_rest = make_procedure(
+        tmp_path, [[stalled("stall_idle", "cuda_graph")], [progressing(), ready()]], host=host)
     res = proc.restart()
     assert res["outcome"] == "ready"
     assert host.events == ["stop", "start", "stop", "daemon restart", "start"]
