@@ -127,12 +127,14 @@ class ServerSync:
         _create_once(os.path.join(stage_dir, safe_name(self.node)), {"node": self.node, "stage": stage})
         deadline = self.clock() + timeout_s
         while True:
-            gone = self.aborted()
-            if gone is not None:
-                raise gone
+            # Everyone arrived: the meeting happened, whatever a node wrote after it (a node
+            # that passed it may already have failed and given up before this one looked).
             missing = [n for n in self.nodes if not os.path.exists(os.path.join(stage_dir, safe_name(n)))]
             if not missing:
                 return
+            gone = self.aborted()
+            if gone is not None:
+                raise gone
             if self.clock() >= deadline:
                 reason = "%s did not reach %s within %.0f s" % (", ".join(missing), stage, timeout_s)
                 self.abort("server_node_missing", reason)

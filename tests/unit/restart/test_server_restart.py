@@ -206,3 +206,20 @@ def test_a_node_that_gives_up_during_the_watch_ends_every_node_s_watch_with_a_ha
     outcome, decision = head.settle(1, own, 3, [])
     assert not decision.restarts and outcome.reason_code == "server_node_gave_up"
     assert head.decision(1) is None   # an abort is no decision of the attempt
+
+
+def test_a_meeting_every_node_reached_holds_even_when_a_node_gave_up_right_after_it(tmp_path):
+    folder = tmp_path / "artifacts" / "pair" / "run-1"
+    head, tail = _sync(folder, "pair-0"), _sync(folder, "pair-1")
+    met = threading.Thread(target=tail.meet, args=("released-1", 10))
+    met.start()
+    stage_dir = folder / "sync" / "released-1"
+    deadline = time.monotonic() + 10
+    while not (stage_dir / "pair-1").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    (stage_dir / "pair-0").write_text(json.dumps({"node": "pair-0", "stage": "released-1"}))  # node 0 arrived
+    met.join(10)
+    tail.abort("cuda_oom", "CUDA out of memory")   # node 1 went on, failed and gave up
+    head.meet("released-1", 10)                    # before node 0 looked: its meeting still happened
+    with pytest.raises(ServerAborted):
+        head.meet("released-2", 10)
