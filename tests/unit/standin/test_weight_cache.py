@@ -30,6 +30,12 @@ ALL_READY = r"\] All 2 weight cache daemons on node 0 are ready \(pp_ranks=0\.\.
             r"dist_init_method=tcp://127\.0\.0\.1:\d+\)"
 
 
+def _sigint_as_under_systemd():
+    """SIGINT back to its default: a test run in the background of a non-interactive shell
+    (make test's unit tests) inherits it ignored, which systemd never does."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Daemon(StandIn):
     """`python -m sglang.srt.weight_cache.daemon ...` in its own session."""
 
@@ -37,7 +43,7 @@ class Daemon(StandIn):
         with open(self.out_path, "ab") as out:
             self.proc = subprocess.Popen([PY, "-m", "sglang.srt.weight_cache.daemon", *self.args], env=self.env,
                                          stdout=out, stderr=out, stdin=subprocess.DEVNULL,
-                                         start_new_session=True)
+                                         start_new_session=True, preexec_fn=_sigint_as_under_systemd)
         return self
 
     def daemons(self):
