@@ -399,16 +399,18 @@ class Supervisor:
                     "and no tokens were generated meanwhile" % (misses, words)
 
     def _exit_after_ready(self):
-        """(failure class, words) of a server that exited while serving: the last lethal line
-        it printed names the class (the engine's line when its weight cache daemon died);
-        without one, process_exited."""
+        """(failure class, words) of a server that exited while serving: the most specific
+        lethal line among its last ones names the class (the engine's line when its weight
+        cache daemon died, not the launcher's generic reaction after it); without one,
+        process_exited."""
         self.pump.join(PUMP_DRAIN_S)   # the server's last lines, written before it went
         words = "the server exited with status %s after ready" % self.child.returncode
-        for text in reversed(self.pump.tail_lines()):
-            line = log_lines.classify(text)
-            if line.lethal and line.fatal_code and line.fatal_code in failure_classes.FAILURE_CLASSES:
-                return line.fatal_code, "%s: %s" % (words, line.text[:300])
-        return "process_exited", words
+        lethal = [line for line in map(log_lines.classify, self.pump.tail_lines())
+                  if line.lethal and line.fatal_code in failure_classes.FAILURE_CLASSES]
+        if not lethal:
+            return "process_exited", words
+        named = min(reversed(lethal), key=lambda line: log_lines.fatal_priority(line.fatal_code))
+        return named.fatal_code, "%s: %s" % (words, named.text[:300])
 
     def _diagnose(self, assessment=None):
         """What on-call needs from a start that is about to be stopped."""

@@ -31,6 +31,13 @@ def test_an_engine_whose_daemon_died_is_named_by_its_own_line():
     assert "status -9 after ready" in words and "Weight cache daemon (pid=4242) died" in words
 
 
+def test_the_daemons_death_is_named_over_the_generic_failure_lines_after_it():
+    generic = (b"[2026-12-01 10:00:06] Child process unexpectedly failed with exitcode=-9. pid=77\n"
+               b"[2026-12-01 10:00:06] RuntimeError: the scheduler died\n")
+    code, dummy_words = _exited_server(DAEMON_DIED_LINE + generic)
+    assert code == "weight_cache_daemon_died"
+
+
 def test_a_server_that_exits_without_a_lethal_line_is_process_exited():
     code, words = _exited_server(b"[2026-12-01 10:00:00] INFO: 127.0.0.1 - POST /v1/completions 200\n", returncode=0)
     assert (code, words) == ("process_exited", "the server exited with status 0 after ready")
