@@ -19,21 +19,20 @@ from dataclasses import dataclass, field
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model import weight_cache
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records import start_records
 
-DAEMON_UNIT_SUFFIX = "-weights"
-# The restart was told to be cold (the option cold, sglang_restart_cold).
-REASON_REQUESTED = "requested"
-REASON_DAEMON_HEALTHY = "daemon_healthy"
+REASON_REQUESTED = weight_cache.REASON_REQUESTED
+REASON_DAEMON_HEALTHY = weight_cache.REASON_DAEMON_HEALTHY
 
 
 def daemon_unit(unit):
-    """The daemon's unit beside the engine unit `unit` (the role's _sglang_service_weights_unit)."""
-    return unit + DAEMON_UNIT_SUFFIX
+    """The daemon's unit beside the engine unit `unit`, as systemctl names it without its
+    type (the role's _sglang_service_weights_unit)."""
+    return weight_cache.daemon_unit(unit)[:-len(".service")]
 
 
 def daemon_starts_dir(engine_starts_dir=start_records.DEFAULT_ROOT):
     """Where the daemon's supervisor records its starts (the role's
     _sglang_service_weights_starts_state_directory)."""
-    return engine_starts_dir.rstrip("/") + DAEMON_UNIT_SUFFIX
+    return engine_starts_dir.rstrip("/") + weight_cache.DAEMON_UNIT_SUFFIX
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,12 @@ REASON_FALLBACK_TO_DISK = "fallback_to_disk"
 REASON_UPGRADE = "upgrade"
 # The engine became ready without saying it attached (no client-mode line): not warm.
 REASON_NOT_ATTACHED = "not_attached"
+# The restart was told to be cold (the option cold, sglang_restart_cold).
+REASON_REQUESTED = "requested"
+# Why a warm restart is warm.
+REASON_DAEMON_HEALTHY = "daemon_healthy"
+# The daemon's unit and its start records are the engine's names with this suffix.
+DAEMON_UNIT_SUFFIX = "-weights"
 
 # The supervisor settings' `serves`: what the supervised unit runs.
 SERVES_ENGINE = "engine"
@@ -100,7 +106,7 @@ def attach_outcome(text):
 def daemon_unit(unit):
     """The weight cache daemon's unit of an engine unit: `<unit>-weights.service`."""
     base = unit[:-len(".service")] if unit.endswith(".service") else unit
-    return "%s-weights.service" % base
+    return base + DAEMON_UNIT_SUFFIX + ".service"
 
 
 # ---- the ready file ---------------------------------------------------------------------------
