@@ -283,11 +283,13 @@ class RestartProcedure:
         except (RuntimeError, ValueError) as exc:
             raise RemoteStepFailed("%s: weight cache daemon: %s" % (self.host, exc))
         last = res["last"] or {}
-        self.record["weight_cache"]["cold_restarts"].append({
+        cold_restart = {
             "before_attempt": before_attempt, "reason": planned.reason, "outcome": res["outcome"], "folder": folder,
             "daemon_starts": [{k: a.get(k) for k in ("n", "verdict", "phase", "reason_code", "reason", "t")}
-                              for a in watch.attempts]})
+                              for a in watch.attempts]}
+        self.record["weight_cache"]["cold_restarts"].append(cold_restart)
         self._read_daemon()
+        cold_restart["main_pid"] = self.daemon.main_pid     # the daemon's after its restart
         if res["outcome"] == "ready":
             self.port.emit("weight cache daemon %s ready after %s (MainPID %s); starting %s" % (
                 name, fmt_duration(last.get("ready_after_s") or 0.0), self.daemon.main_pid, self.unit))
@@ -602,6 +604,8 @@ class RestartProcedure:
             return False
         planned = self._plan(attempt)
         if not planned.cold:
+            # systemd's next start restarts the engine unit alone: warm
+            self._plans.append((attempt["n"] + 1, planned))
             return False
         self.cold_restarts += 1
         attempt["action"] = "restarted cold"

@@ -105,8 +105,11 @@ class RestartPlan:
 
 def plan(daemon, cold_requested, previous=None):
     """The RestartPlan of the next start. daemon: DaemonView; cold_requested: the option
-    cold; previous: the record of this run's previous attempt (run.json's), or None."""
-    if cold_requested:
+    cold, which makes the run's first start cold (later ones follow the rules: a cold start
+    that stalled after its weights is followed by a warm one, the daemon keeping the weights
+    it has just loaded); previous: the record of this run's previous attempt (run.json's),
+    or None before the first."""
+    if cold_requested and not previous:
         return RestartPlan(weight_cache.RESTART_COLD, REASON_REQUESTED)
     previous = previous or {}
     failed = bool(previous) and previous.get("verdict") != "ready"

@@ -63,6 +63,13 @@ def test_the_cold_option_makes_the_start_cold_even_with_a_healthy_daemon():
     assert weight_cache_step.plan(view(), True).reason == "requested"
 
 
+def test_the_cold_option_makes_the_first_start_cold_and_leaves_the_next_ones_to_the_rules():
+    stalled_after_weights = {"verdict": "stalled", "reason_code": "stall_idle", "restart_kind": "cold"}
+    assert weight_cache_step.plan(view(), True, stalled_after_weights).kind == "warm"
+    implicating = {"verdict": "failed", "reason_code": "weight_cache_daemon_died", "restart_kind": "cold"}
+    assert weight_cache_step.plan(view(), True, implicating).reason == "implicates_weights: weight_cache_daemon_died"
+
+
 def test_the_weight_cache_is_used_when_the_option_says_so_or_the_daemon_unit_is_installed():
     missing = view(installed=False)
     assert weight_cache_step.in_use(None, view()) and not weight_cache_step.in_use(None, missing)
@@ -91,7 +98,7 @@ class WeightCacheHost(FakeHost):
     daemon_start_polls reads of its start records to become ready (or daemon_start_verdict)."""
 
     def __init__(self, daemon_healthy=True, supervised=False, engine_starts=(), daemon_start_polls=2,
-                 daemon_start_verdict="ready"):
+                 daemon_start_verdict="ready", systemd_restarts=False):
         daemon = holder(500, 60000, DAEMON_CMD)
         super().__init__(holders=[holder(10, 20000, "sglang::scheduler_TP0", in_unit=True), daemon],
                          holders_after_stop=[daemon])
@@ -106,6 +113,10 @@ class WeightCacheHost(FakeHost):
         self.engine_records = [{"dir": ENGINE_ROOT + "/20261130T090500Z-10", "verdict": "ready",
                                 "reason_code": "ready"}]
         self.engine_running = None     # the engine start in progress (supervised), ends at the next read
+        # Restart=on-failure: a failed supervised start is followed by systemd's own start of
+        # the engine unit alone, at the read after the one that showed the failure.
+        self.systemd_restarts = systemd_restarts
+        self.systemd_restart_due = False
 
     def _unit_state(self):
         state = super()._unit_state()
@@ -137,7 +148,11 @@ class WeightCacheHost(FakeHost):
 
     def read(self, module_args):
         if self.supervised and module_args.get("starts") and not str(module_args.get("unit")).endswith("-weights"):
-            if self.engine_running is not None:
+            if self.systemd_restart_due and self.engine_running is None:
+                self.systemd_restart_due = False
+                self.events.append("systemd restart")
+                self._engine_start()
+            elif self.engine_running is not None:
                 verdict = self.engine_running
                 self.engine_running = None
                 self.engine_records[0].update(verdict=verdict, reason_code="ready" if verdict == "ready" else
@@ -145,6 +160,7 @@ class WeightCacheHost(FakeHost):
                                               # the engine's supervisor: it attached to the daemon's weights
                                               restart_kind="warm", restart_kind_reason=None)
                 # a failed start leaves the unit in auto-restart: systemd's RestartSec= has not passed yet
+                self.systemd_restart_due = self.systemd_restarts and verdict != "ready"
             res = super().read(module_args)
             res["starts"] = {"current": None, "starts": list(self.engine_records)}
             return res
@@ -261,6 +277,18 @@ def test_the_cold_option_restarts_the_daemon_before_the_supervised_engine(tmp_pa
     res = proc.restart()
     assert host.events == ["stop", "daemon restart", "engine restart"]
     assert (res["restart_kind"], res["restart_kind_reason"]) == ("cold", "requested")
+
+
+def test_a_cold_start_that_stalls_after_its_weights_is_followed_by_systemds_warm_start_of_the_engine(tmp_path):
+    host = WeightCacheHost(supervised=True, engine_starts=["stalled", "ready"], systemd_restarts=True)
+    proc, host, lines = _supervised(tmp_path, host, cold=True)
+    res = proc.restart()
+    assert res["outcome"] == "ready"
+    assert host.events == ["stop", "daemon restart", "engine restart", "systemd restart"]   # the daemon once
+    kinds = [(a["restart_kind"], a["restart_kind_reason"]) for a in res["attempts"]]
+    assert kinds == [("cold", "requested"), ("warm", "daemon_healthy")]
+    assert (res["restart_kind"], res["restart_kind_reason"]) == ("warm", "daemon_healthy")
+    assert [c["main_pid"] for c in res["weight_cache"]["cold_restarts"]] == [host.daemon["main_pid"]] == [600]
 
 
 def test_check_mode_says_the_daemons_state_and_whether_the_next_restart_would_be_warm(tmp_path):
