@@ -40,6 +40,7 @@ ratios are the reference host's proportions, not a property of this machine's di
 throttled: that is the point of prewarming.
 """
 import argparse
+import importlib.util
 import json
 import math
 import os
@@ -61,10 +62,25 @@ PORT = 30001
 API_KEY = "demo-key-not-secret"      # inventories/demo/group_vars/sglang.yml
 MODEL_NAME = "kimi-k2.6"
 MIB = 2**20
-STANDIN_POST_LOAD_S = 1.5           # the stand-in's post_load_s default
-# The stand-in's phases of a warm start at time_scale 1 (tests/standin settings): init 3 +
-# attach 1 + post-load 1.5 + KV cache 2 + CUDA graphs 6 + HTTP 1 + warmup 2.
-STANDIN_WARM_START_S = 16.5
+
+
+def _standin_defaults():
+    """The stand-in's default Settings, from its own module (stdlib only, loaded by path so
+    that no package named sglang lands in this process)."""
+    path = os.path.join(ROOT, "tests", "standin", "src", "sglang", "standin", "settings.py")
+    spec = importlib.util.spec_from_file_location("sglang_standin_settings", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module      # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module.Settings()
+
+
+STANDIN = _standin_defaults()
+STANDIN_POST_LOAD_S = STANDIN.post_load_s
+# The stand-in's phases of a warm start (attached, no read), at time_scale 1.
+WARM_START_PHASES = ("init_s", "weight_cache_attach_s", "post_load_s", "kv_cache_s", "cuda_graph_s",
+                     "http_start_s", "warmup_s")
+STANDIN_WARM_START_S = sum(getattr(STANDIN, key) for key in WARM_START_PHASES)
 # The weight cache's authors, 1T-parameter FP8 model: weight load ~495 s of an 8.8 min cold
 # start, a warm (attached) start 1.3 min.
 REFERENCE_LOAD_OVER_WARM = 495.0 / 78.0

@@ -19,9 +19,6 @@ from dataclasses import dataclass, field
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model import weight_cache
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records import start_records
 
-REASON_REQUESTED = weight_cache.REASON_REQUESTED
-REASON_DAEMON_HEALTHY = weight_cache.REASON_DAEMON_HEALTHY
-
 
 def daemon_unit(unit):
     """The daemon's unit beside the engine unit `unit`, as systemctl names it without its
@@ -91,7 +88,7 @@ def read_daemon(port, unit, starts_dir=None):
 @dataclass(frozen=True)
 class RestartPlan:
     kind: str       # weight_cache.RESTART_WARM or RESTART_COLD
-    reason: str     # REASON_DAEMON_HEALTHY for a warm one, else why it is cold
+    reason: str     # weight_cache.REASON_DAEMON_HEALTHY for a warm one, else why it is cold
 
     @property
     def cold(self):
@@ -110,7 +107,7 @@ def plan(daemon, cold_requested, previous=None):
     it has just loaded); previous: the record of this run's previous attempt (run.json's),
     or None before the first."""
     if cold_requested and not previous:
-        return RestartPlan(weight_cache.RESTART_COLD, REASON_REQUESTED)
+        return RestartPlan(weight_cache.RESTART_COLD, weight_cache.REASON_REQUESTED)
     previous = previous or {}
     failed = bool(previous) and previous.get("verdict") != "ready"
     kind = previous.get("restart_kind")
@@ -121,7 +118,7 @@ def plan(daemon, cold_requested, previous=None):
         reason = "%s: %s" % (reason, daemon.why_not_healthy())
     if reason:
         return RestartPlan(weight_cache.RESTART_COLD, reason)
-    return RestartPlan(weight_cache.RESTART_WARM, REASON_DAEMON_HEALTHY)
+    return RestartPlan(weight_cache.RESTART_WARM, weight_cache.REASON_DAEMON_HEALTHY)
 
 
 def in_use(option, daemon):
