@@ -1,6 +1,7 @@
 """The shipped alert rules: valid for promtool, each covered by a promtool unit test that
 expects it to fire, and each with a runbook link to an existing section of docs/runbook.md."""
 import os
+import re
 import shutil
 import subprocess
 from urllib.parse import urlparse
@@ -55,4 +56,34 @@ def test_promtool_checks_the_rules_and_runs_their_tests():
     check = subprocess.run([promtool, "check", "rules", RULES], capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
     run = subprocess.run([promtool, "test", "rules", RULE_TESTS], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def _with_host(series, host):
+    """A promtool input series ('name{labels}' or 'name') labelled `host`=host."""
+    name, _, labels = series.partition("{")
+    labels = [l for l in re.findall(r'\w+="[^"]*"', labels) if not l.startswith("host=")]
+    return "%s{%s}" % (name, ",".join(['host="%s"' % host] + labels))
+
+
+def test_every_alert_keeps_the_host_label(tmp_path):
+    """Each firing promtool case, replayed with `host` on every input series, must fire
+    with `host` too: an aggregation or join that drops it fails here."""
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool is missing: apt-get install prometheus (.ci/run installs it)"
+    with open(RULE_TESTS, encoding="utf-8") as fh:
+        suite = yaml.safe_load(fh)
+    suite["rule_files"] = [RULES]
+    covered = set()
+    for case in suite["tests"]:
+        for series in case.get("input_series", ()):
+            series["series"] = _with_host(series["series"], "gpu-x9")
+        for check in case.get("alert_rule_test", ()):
+            for alert in check.get("exp_alerts") or ():
+                alert["exp_labels"]["host"] = "gpu-x9"
+                covered.add(check["alertname"])
+    assert covered >= {rule["alert"] for rule in ALERTS}, "alerts without a firing case"
+    path = tmp_path / "rules-with-host.test.yml"
+    path.write_text(yaml.safe_dump(suite, sort_keys=False))
+    run = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr
