@@ -106,8 +106,12 @@ class EventPrinter:
         data = event.get("event_data") or {}
         host = data.get("host")
         kind = event.get("event")
-        if kind == "runner_on_unreachable" and host and host not in self.unreachable:
-            self.unreachable.append(host)
+        if kind == "runner_on_unreachable" and host:
+            if host not in self.unreachable:
+                self.unreachable.append(host)
+            where = report_location(data.get("res"))
+            if where:
+                self.reports[host] = where
         elif kind == "runner_on_failed" and host and not data.get("ignore_errors"):
             if host not in self.failed:
                 self.failed.append(host)

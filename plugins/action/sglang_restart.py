@@ -53,6 +53,9 @@ ARGUMENT_SPEC = {
     "cold": {"type": "bool", "default": False},
 }
 SERVER_OPTIONS = ("name", "nodes")
+# A run that gave up with one of these after its last probe failed to connect reports the
+# host unreachable instead of failed.
+UNREACHABLE_CODES = ("remote_step_failed", "probe_error")
 PREWARM_LOOP_OPTIONS = ("step_s", "max_total_s")
 
 
@@ -133,6 +136,12 @@ class ActionModule(ActionBase):
         finally:
             self._remove_tmp_path(self._connection._shell.tmpdir)
         result.update(outcome)
+        if result.get("failed") and getattr(self, "_connection_lost", None) and \
+                result.get("reason_code") in UNREACHABLE_CODES:
+            # The run ended because the host stopped answering: Ansible's unreachable (the
+            # recap's unreachable=1, exit 4 of ansible-playbook and of bin/sglang-ops).
+            del result["failed"]
+            result["unreachable"] = True
         result["elapsed"] = round(time.time() - started_epoch_s, 1)
         result["started"] = iso_utc(started_epoch_s)
         return result
@@ -151,14 +160,17 @@ class ActionModule(ActionBase):
         # A connection that drops for a moment must not end a ten-minute watch: the
         # watch loop tolerates a few failed polls in a row.
         try:
-            return self._execute_module(module_name=PROBE_MODULE, module_args=module_args,
-                                        task_vars=task_vars)
+            answer = self._execute_module(module_name=PROBE_MODULE, module_args=module_args,
+                                          task_vars=task_vars)
         except AnsibleConnectionFailure as exc:
             try:
                 self._connection.reset()
             except Exception:  # the next poll tries again either way
                 pass
-            return {"failed": True, "msg": "connection failed: %s" % exc}
+            self._connection_lost = "connection failed: %s" % exc
+            return {"failed": True, "msg": self._connection_lost}
+        self._connection_lost = None
+        return answer
 
 
 def _sh_quote(text):
