@@ -94,6 +94,9 @@ class SupervisedRestart:
         self.after_failed_start = after_failed_start
         self.attempts = []
         self.seen = {}     # every start record read during the run, by folder: the history
+        # attempt number of each start of this run, by folder, in the order they began: the
+        # read window (RECENT_STARTS) slides, the numbers and attempt-<n>/ folders do not
+        self.numbers = {}
 
     def _read(self):
         """(the unit's state, {"current", "starts"}) in one probe read."""
@@ -113,6 +116,8 @@ class SupervisedRestart:
         """The start's trace, verdict and diagnostics into attempt-<n>/ of the run."""
         res = self.port.read(start_files=os.path.basename(record["dir"]), starts_dir=self.starts_dir)
         files = dict(res.get("start_files") or {})
+        for refused in res.get("warnings") or ():   # a link or FIFO planted in the start's folder
+            self.port.emit("warning: %s" % refused)
         trace = files.pop(start_records.TRACE, None)
         if trace:
             path = self.artifacts.abspath(self.artifacts.trace_relpath(n))
@@ -149,14 +154,14 @@ class SupervisedRestart:
             unit, state = self._read()
             new = [s for s in reversed(state["starts"]) if s["dir"] not in known]   # oldest first
             restarted_here = False
-            for record in new:
-                n = [s["dir"] for s in new].index(record["dir"]) + 1
+            for i, record in enumerate(new):
+                n = self.numbers.setdefault(record["dir"], len(self.numbers) + 1)
                 if record["dir"] in done:
                     continue
                 if record.get("verdict") in _ENDED:
                     done.append(record["dir"])
                     ready = record["verdict"] == "ready"
-                    later = len(new) > n
+                    later = i < len(new) - 1
                     action = "ready" if ready else ("restarted by systemd" if later or not unit_gave_up(unit)
                                                     else "handed_over")
                     attempt = self._attempt(n, record, action)

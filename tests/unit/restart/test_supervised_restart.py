@@ -98,3 +98,25 @@ def test_a_crash_loop_longer_than_the_read_window_is_handed_over_when_systemd_gi
     assert res["outcome"] == "gave_up" and res["last"]["dir"] == starts[-1]["dir"]
     assert len(res["attempts"]) == len(starts) and res["attempts"][-1]["action"] == "handed_over"
     assert port.now < 3600
+
+
+def test_more_starts_than_the_read_window_each_keep_their_own_number_and_records(tmp_path):
+    from ansible_collections.sglang_ops.serving.plugins.plugin_utils.supervised_restart import RECENT_STARTS
+    starts = [_start("20261130T15%04dZ-%d" % (i, i), "failed", reason_code="fatal_error", exit_code=71,
+                     ended_at=1796000010.0 + i) for i in range(2 * RECENT_STARTS + 3)]
+    files = {os.path.basename(s["dir"]): {"trace.jsonl": '{"start": "%s"}\n' % s["dir"],
+                                          "diagnostics/log-tail.txt": "log of %s" % s["dir"]} for s in starts}
+    # two new starts a poll, so the window slides past starts the run has not numbered yet
+    polls = [("activating", list(reversed(starts[:i + 2]))[:RECENT_STARTS]) for i in range(0, len(starts), 2)]
+    port = ScriptedPort([("active", [OLD])] + polls + [("failed", list(reversed(starts))[:RECENT_STARTS])], files)
+    artifacts = RunArtifacts(str(tmp_path), "h1", 1796000000)
+    res = SupervisedRestart("sglang-x", port, artifacts, 2, 3600).run()
+    assert [a["n"] for a in res["attempts"]] == list(range(1, len(starts) + 1))
+    assert [a["host_dir"] for a in res["attempts"]] == [s["dir"] for s in starts]
+    assert len({a["trace"] for a in res["attempts"]}) == len(starts)
+    for attempt, start in zip(res["attempts"], starts):
+        with open(os.path.join(artifacts.path, attempt["trace"])) as fh:
+            assert fh.read() == '{"start": "%s"}\n' % start["dir"]
+        with open(os.path.join(artifacts.path, attempt["diagnostics"], "log-tail.txt")) as fh:
+            assert fh.read() == "log of %s" % start["dir"]
+    assert [a["action"] for a in res["attempts"]] == ["restarted by systemd"] * (len(starts) - 1) + ["handed_over"]
