@@ -10,8 +10,10 @@ probe, detector and watch loop (docs/architecture.md, "Every start watched").
   line in the start's trace (module_utils/records/start_records.py), STATUS= with the progress
   line, EXTEND_TIMEOUT_USEC= while no final verdict is reached.
 - READY=1 only after a one-token completion succeeded. Then a completion every
-  liveness_interval_s: WATCHDOG=1 after each answer (or while /metrics shows tokens being
-  generated); liveness_misses misses in a row are a hang_after_ready.
+  liveness_interval_s: WATCHDOG=1 after each answer (or while /metrics shows the server's
+  work moving: tokens prefilled or generated, requests leaving the queue or finishing;
+  module_utils/services/work_counters.py); liveness_misses misses in a row with no work
+  moving are a hang_after_ready.
 - A stall or failure: diagnostics first, then the server is stopped and the supervisor
   exits with the failure class's status (failure_classes.py); systemd restarts the unit
   unless that status is in RestartPreventExitStatus=.
@@ -35,8 +37,8 @@ import time
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host import bounded_run, http_check, nvidia_smi, procfs, pyspy, systemd_unit
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model import failure_classes, log_lines, sglang_dialect, weight_cache
-from ansible_collections.sglang_ops.serving.plugins.module_utils.records import prometheus_text, start_records
-from ansible_collections.sglang_ops.serving.plugins.module_utils.services import log_filter, log_pump, observe_only, sd_notify
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records import start_records
+from ansible_collections.sglang_ops.serving.plugins.module_utils.services import log_filter, log_pump, observe_only, sd_notify, work_counters
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector import Detector
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.durations import fmt_duration
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings
@@ -56,6 +58,8 @@ SUPERVISOR_FAULT = "supervisor_fault"
 # Liveness answers that prove the server is up but refuse the key it was started with.
 AUTH_REFUSED = (401, 403)
 AUTH_MISMATCH = "auth_mismatch"
+# A liveness completion unanswered while the server's work moves (work_counters.py).
+BUSY = "busy"
 # How long a server that exited while serving may take to hand over its last lines.
 PUMP_DRAIN_S = 2.0
 
@@ -361,17 +365,19 @@ class Supervisor:
         """After READY: a completion every liveness_interval_s; returns the reason the
         server is no longer serving (process_exited or hang_after_ready) with its words.
         A completion refused for its key (401/403) is an answer, not a miss: the server is
-        up but holds another key than the one it was started with (auth_mismatch)."""
-        misses, tokens, state = 0, _generated_tokens(self.s.base_url), "serving"
+        up but holds another key than the one it was started with (auth_mismatch). An
+        unanswered completion while /metrics shows work moving (work_counters.py) is a busy
+        server, not a miss."""
+        misses, work, state = 0, work_counters.read(self.s.base_url), "serving"
         while True:
             self._sleep(self.s.liveness_interval_s)
             if self.child.poll() is not None:
                 return self._exit_after_ready()
             answer = http_check.post_completion(self.s.base_url, self.s.model, self.api_key, self.s.liveness_timeout_s)
-            now_tokens = _generated_tokens(self.s.base_url)
-            serving = now_tokens is not None and tokens is not None and now_tokens > tokens
-            tokens = now_tokens if now_tokens is not None else tokens
-            check = liveness_state(answer, serving)
+            now_work = work_counters.read(self.s.base_url)
+            moved = work_counters.moved(work, now_work)
+            work = now_work if now_work is not None else work
+            check = liveness_state(answer, bool(moved))
             if check == AUTH_MISMATCH:
                 misses = 0
                 words = "completion refused with %s: the server does not take the API key it was started with " \
@@ -383,20 +389,27 @@ class Supervisor:
                 continue
             if check == "serving":
                 misses = 0
-                if state == AUTH_MISMATCH:
-                    self.say("the liveness completion is accepted again")
-                state = "serving"
-                self.notify.send(WATCHDOG=1, STATUS="ready%sserving%slast check %s" % (
-                    SEP, SEP, "completion in %.0f ms" % answer["ms"] if answer["ok"] else "tokens generated"))
+                if answer["ok"]:
+                    if state != "serving":
+                        self.say("the liveness completion is %s again" % ("accepted" if state == AUTH_MISMATCH else "answered"))
+                    state, last = "serving", "completion in %.0f ms" % answer["ms"]
+                else:
+                    last = "busy: completion %s, %s" % (_unanswered(answer), ", ".join(moved))
+                    if state != BUSY:
+                        self.say("the liveness completion went unanswered but the server is working (%s): "
+                                 "busy, not a miss" % ", ".join(moved))
+                    state = BUSY
+                self.notify.send(WATCHDOG=1, STATUS="ready%sserving%slast check %s" % (SEP, SEP, last))
                 continue
-            misses += 1
-            words = "completion %s after %.0f ms" % (
-                "answered %s" % answer["status"] if answer["status"] else "unanswered", answer["ms"])
+            misses, state = misses + 1, "miss"
+            words = "completion %s" % _unanswered(answer)
             self.say("liveness check missed %d/%d: %s" % (misses, self.s.liveness_misses, words))
             self.notify.status("ready%sliveness check missed %d/%d (%s)" % (SEP, misses, self.s.liveness_misses, words))
             if misses >= self.s.liveness_misses:
                 return "hang_after_ready", "%d one-token completions in a row went unanswered (the last: %s) " \
-                    "and no tokens were generated meanwhile" % (misses, words)
+                    "and %s" % (misses, words, "/metrics showed no work meanwhile (no prompt or generated tokens, "
+                                "no running or queued request leaving)" if now_work is not None else
+                                "no work could be read meanwhile (/metrics does not answer)")
 
     def _exit_after_ready(self):
         """(failure class, words) of a server that exited while serving: the most specific
@@ -584,8 +597,8 @@ class Supervisor:
 
 
 def liveness_state(answer, serving):
-    """What one liveness check says: "serving" (a completion answered, or tokens were
-    generated meanwhile), AUTH_MISMATCH (the completion was refused for its key: the
+    """What one liveness check says: "serving" (a completion answered, or the server's work
+    moved meanwhile), AUTH_MISMATCH (the completion was refused for its key: the
     server answered) or "miss"."""
     if answer["ok"] or serving:
         return "serving"
@@ -594,10 +607,9 @@ def liveness_state(answer, serving):
     return "miss"
 
 
-def _generated_tokens(base_url):
-    """sglang:generation_tokens_total from /metrics, or None."""
-    text = http_check.get_text(base_url, "/metrics", 5.0)
-    return prometheus_text.sample_sum(text, "sglang:generation_tokens_total") if text else None
+def _unanswered(answer):
+    """How a liveness completion that did not answer ended, in words."""
+    return "%s after %.0f ms" % ("answered %s" % answer["status"] if answer["status"] else "unanswered", answer["ms"])
 
 
 def _peak_rss_kib():

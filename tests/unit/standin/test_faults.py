@@ -245,3 +245,41 @@ def test_bad_fault_json_is_refused_before_starting(launch):
     s = launch(fault={"kind": "meteor_strike"})
     assert s.proc.wait(timeout=20) == 2
     assert "kind must be one of" in s.output()
+
+
+def _metric(body, name, **labels):
+    """The sum of a metric's samples in a /metrics body whose labels include `labels`."""
+    total = 0.0
+    for line in body.decode().splitlines():
+        m = re.match(r"(\S+?)\{(.*)\} (\S+)$", line)
+        if m and m.group(1) == name and all(f'{k}="{v}"' in m.group(2) for k, v in labels.items()):
+            total += float(m.group(3))
+    return total
+
+
+def test_prefill_saturation_keeps_completions_waiting_while_the_prefill_counters_rise(launch):
+    s = launch("--enable-metrics", fault={"kind": "prefill_saturation", "after_s": 0.2, "seconds": 4,
+                                          "running": 8, "queued": 40, "prompt_tokens": 2000, "prompt_tokens_s": 10000})
+    s.wait_ready()
+    time.sleep(0.6)
+    assert s.http("/v1/completions", "POST", {"prompt": "hi", "max_tokens": 1}, timeout=1.0)[0] == "timeout"
+    first = s.http("/metrics")[1]
+    time.sleep(1.0)
+    second = s.http("/metrics")[1]
+    # the scheduler's backlog, the completion above queued on top of it
+    assert _metric(second, "sglang:num_running_reqs") == 8 and _metric(second, "sglang:num_queue_reqs") == 41
+    # prompts finish prefilled (2000 tokens each at 10000/s), nothing is generated
+    assert _metric(second, "sglang:prompt_tokens_total") - _metric(first, "sglang:prompt_tokens_total") >= 6000
+    assert _metric(second, "sglang:num_requests_total") > _metric(first, "sglang:num_requests_total")
+    assert (_metric(second, "sglang:realtime_tokens_total", mode="prefill_compute")
+            - _metric(first, "sglang:realtime_tokens_total", mode="prefill_compute")) >= 8000
+    assert _metric(second, "sglang:generation_tokens_total") == _metric(first, "sglang:generation_tokens_total")
+    assert all(g["util_pct"] >= 45 for g in query_gpus(s.env)[:2])
+    # once it ends, the queued completion is answered and new ones are answered at once
+    wait_until(lambda: _metric(s.http("/metrics")[1], "sglang:num_queue_reqs") == 0, timeout=10)
+    status, body = s.http("/v1/completions", "POST", {"prompt": "hi", "max_tokens": 1}, timeout=2.0)
+    assert status == 200 and json.loads(body)["choices"]
+    after = s.http("/metrics")[1]
+    assert _metric(after, "sglang:num_running_reqs") == 0
+    assert _metric(after, "sglang:prompt_tokens_total") >= _metric(second, "sglang:prompt_tokens_total")
+    assert s.proc.poll() is None

@@ -92,6 +92,25 @@ def test_a_hang_after_ready_is_caught_by_the_liveness_completions(supervise, tmp
     assert 'sglang_restarts_total{reason_code="hang_after_ready",unit="sglang-test"} 1' in lines, lines
 
 
+def test_a_server_busy_with_long_prefills_after_ready_is_kept_up(supervise):
+    # Six seconds of prefill-only saturation: the liveness completions go unanswered for four
+    # times the two misses that make a hang, while /metrics shows prompts being prefilled.
+    run = supervise(fault={"kind": "prefill_saturation", "after_s": 1.0, "seconds": 6})
+    run.wait_for(lambda: run.notify.values("READY"), what="READY=1")
+    run.wait_for(lambda: any("busy: completion unanswered" in v for v in run.notify.values("STATUS")),
+                 timeout=20, what="a busy liveness check")
+    busy = [v for v in run.notify.values("STATUS") if "busy:" in v]
+    assert "prompt tokens +" in busy[-1] or "tokens processed +" in busy[-1], busy
+    run.wait_for(lambda: "the liveness completion is answered again" in run.output(), timeout=30,
+                 what="the completions answered after the saturation")
+    assert run.proc.poll() is None and run.server_alive()
+    assert "liveness check missed" not in run.output()
+    assert "the server is working (" in run.output()
+    assert run.record()["verdict"] == "ready"
+    os.kill(run.proc.pid, signal.SIGTERM)
+    assert run.wait(30) == 0
+
+
 def test_a_silent_busy_phase_is_left_alone(supervise):
     # Eight seconds of log silence while compilers work: twice the idle-stall window.
     run = supervise(fault={"kind": "long_jit", "seconds": 8, "compilers": 1})

@@ -16,7 +16,7 @@ RANK_PHASES = ("distributed_init", "weight_load", "post_load", "kv_cache", "jit_
 MAIN_PHASES = ("http_server", "warmup")
 PHASES = RANK_PHASES + MAIN_PHASES
 KINDS = ("stall", "fatal", "exit", "port_in_use", "slow_disk", "long_jit", "leftover",
-         "hang_after_ready", "autotune", "tuning_loop", "benign_line")
+         "hang_after_ready", "prefill_saturation", "autotune", "tuning_loop", "benign_line")
 # Behaviours of a healthy start that look alarming from outside; they run in a rank phase
 # (at its first line, or after `at` items) and the start then goes on to ready.
 BENIGN_KINDS = ("autotune", "tuning_loop", "benign_line")
@@ -32,6 +32,7 @@ _ALLOWED = {
     "long_jit": {"seconds", "compilers"},
     "leftover": {"rank", "escape_cgroup"},
     "hang_after_ready": {"after_s", "mode"},
+    "prefill_saturation": {"after_s", "seconds", "running", "queued", "prompt_tokens", "prompt_tokens_s"},
     "autotune": {"phase", "at", "ranks", "seconds", "configs", "workers"},
     "tuning_loop": {"phase", "at", "ranks", "seconds", "period_s", "burst_s"},
     "benign_line": {"phase", "at", "ranks", "line"},
@@ -58,6 +59,10 @@ class Fault:
     workers: int = 0            # autotune: compile workers at a time (0 = the jit_compilers setting)
     period_s: tuple = (30.0, 60.0)   # tuning_loop: seconds between two GPU bursts (drawn in this range)
     burst_s: float = 2.0        # tuning_loop: how long one burst shows on nvidia-smi
+    running: int = 8            # prefill_saturation: the scheduler's running requests meanwhile
+    queued: int = 40            # prefill_saturation: its waiting queue (completions that arrive come on top)
+    prompt_tokens: int = 32768  # prefill_saturation: the prompt of each long request
+    prompt_tokens_s: float = 50000.0   # prefill_saturation: prefill rate, tokens per second
     times: int = 0              # 0 = every start
     from_start: int = 1         # active from this start on (counted as for times)
     raw: dict = field(default_factory=dict, compare=False)
@@ -106,6 +111,12 @@ def parse(data):
         read = float(item.get("read_mib_s", 0.5))
         if kind == "slow_disk" and read <= 0:
             raise ValueError("fault slow_disk: read_mib_s must be > 0 (slow, never zero)")
+        if kind == "prefill_saturation" and not (
+                float(item.get("seconds", 60.0)) > 0 and int(item.get("running", 8)) >= 1
+                and int(item.get("queued", 40)) >= 0 and int(item.get("prompt_tokens", 32768)) >= 1
+                and float(item.get("prompt_tokens_s", 50000.0)) > 0):
+            raise ValueError("fault prefill_saturation: seconds and prompt_tokens_s must be > 0, running and "
+                             "prompt_tokens at least 1, queued at least 0")
         faults.append(Fault(
             kind=kind, phase=phase, mode=mode, ranks=tuple(int(r) for r in item.get("ranks", ())),
             at=int(item.get("at", 0)), line=line, then=then, code=int(item.get("code", 1)),
@@ -114,7 +125,9 @@ def parse(data):
             escape_cgroup=bool(item.get("escape_cgroup", True)),
             after_s=float(item.get("after_s", 0.0)), configs=int(item.get("configs", 6)),
             workers=int(item.get("workers", 0)), period_s=(float(period[0]), float(period[1])),
-            burst_s=float(item.get("burst_s", 2.0)), times=int(item.get("times", 0)),
+            burst_s=float(item.get("burst_s", 2.0)), running=int(item.get("running", 8)),
+            queued=int(item.get("queued", 40)), prompt_tokens=int(item.get("prompt_tokens", 32768)),
+            prompt_tokens_s=float(item.get("prompt_tokens_s", 50000.0)), times=int(item.get("times", 0)),
             from_start=int(item.get("from_start", 1)), raw=item))
     return faults
 

@@ -4,7 +4,9 @@ Answers like SGLang 0.5.23 once uvicorn would be up: health endpoints 503 until
 ready, model/server info at once, deterministic completions (each taking max_tokens *
 `decode_s_per_token` seconds), `--api-key` checked on every path except those starting
 with /health, /ready and /metrics, uvicorn-style access lines in the log. /metrics counts
-the completions in flight as `sglang:num_running_reqs`.
+the completions in flight as `sglang:num_running_reqs`. A prefill saturation (the
+`prefill_saturation` fault) keeps the scheduler on long prompts: completions wait until it
+ends while the prefill counters rise and the request gauges show its backlog.
 """
 import hashlib
 import json
@@ -40,12 +42,60 @@ class ServerState:
         self.never = threading.Event()
         self.startup_time = {}
         self.lock = threading.Lock()
-        self.counters = {"num_requests_total": 0, "prompt_tokens_total": 0, "generation_tokens_total": 0}
+        self.counters = {"num_requests_total": 0, "prompt_tokens_total": 0, "generation_tokens_total": 0,
+                         "realtime_prefill_compute": 0.0, "realtime_decode": 0.0}
         self.running = 0   # completions between their request and their answer
+        self.waiting = 0   # of those, the ones queued behind a prefill saturation
+        self.saturation = None
 
     @property
     def model_name(self):
         return self.args.served_model_name or self.args.model_path
+
+    def saturate(self, fault):
+        """A prefill saturation from now on, for fault.seconds; end_saturation() ends it."""
+        with self.lock:
+            self.saturation = PrefillSaturation(fault, time.monotonic())
+
+    def end_saturation(self):
+        """The saturation's finished requests and prefilled tokens stay counted; the
+        completions queued behind it go on."""
+        with self.lock:
+            sat, self.saturation = self.saturation, None
+            if sat is None:
+                return
+            for key, value in sat.counts(time.monotonic()).items():
+                self.counters[key] += value
+        sat.ended.set()
+
+    def work(self):
+        """(counters, running, queued) as /metrics shows them now."""
+        with self.lock:
+            counters, running, queued = dict(self.counters), self.running - self.waiting, self.waiting
+            sat = self.saturation
+            if sat is not None:
+                for key, value in sat.counts(time.monotonic()).items():
+                    counters[key] += value
+                running, queued = running + sat.fault.running, queued + sat.fault.queued
+        return counters, running, queued
+
+
+class PrefillSaturation:
+    """Long prefill-only requests (SGLang's max_new_tokens 0, as scoring traffic sends them)
+    keeping the scheduler busy: prompt tokens processed at fault.prompt_tokens_s, one request
+    finished per fault.prompt_tokens of them, no token generated."""
+
+    def __init__(self, fault, started):
+        self.fault, self.started = fault, started
+        self.ended = threading.Event()
+
+    def counts(self, now):
+        """What it added to the counters up to now (SGLang's tokenizer counts a request's
+        prompt when it finishes; the scheduler's realtime counter as it prefills)."""
+        prefilled = self.fault.prompt_tokens_s * min(max(0.0, now - self.started), self.fault.seconds)
+        finished = int(prefilled // self.fault.prompt_tokens)
+        return {"num_requests_total": finished, "prompt_tokens_total": finished * self.fault.prompt_tokens,
+                "realtime_prefill_compute": prefilled}
 
 
 def completion_text(prompt, max_tokens):
@@ -156,6 +206,15 @@ class Handler(BaseHTTPRequestHandler):
         st = self.state
         if st.hung.is_set():
             st.never.wait()
+        sat = st.saturation
+        if sat is not None:
+            with st.lock:
+                st.waiting += 1
+            try:
+                sat.ended.wait()
+            finally:
+                with st.lock:
+                    st.waiting -= 1
         if path == "/generate":
             prompt = body.get("text") or " ".join(str(t) for t in body.get("input_ids") or [])
             max_tokens = int((body.get("sampling_params") or {}).get("max_new_tokens", 16))
@@ -178,6 +237,8 @@ class Handler(BaseHTTPRequestHandler):
             st.counters["num_requests_total"] += 1
             st.counters["prompt_tokens_total"] += n_prompt
             st.counters["generation_tokens_total"] += max_tokens
+            st.counters["realtime_prefill_compute"] += n_prompt
+            st.counters["realtime_decode"] += max_tokens
         usage = {"prompt_tokens": n_prompt, "completion_tokens": max_tokens,
                  "total_tokens": n_prompt + max_tokens}
         rid = uuid.uuid4().hex
@@ -209,17 +270,19 @@ class Handler(BaseHTTPRequestHandler):
                 lab = ",".join(f'{k}="{v}"' for k, v in dict(labels, model_name=name).items())
                 out.append(f"sglang:{mname}{{{lab}}} {float(value)}")
 
-        with st.lock:
-            c = dict(st.counters)
-            running = st.running
+        c, running, queued = st.work()
         metric("num_running_reqs", "gauge", "The number of running requests.", [({}, running)])
-        metric("num_queue_reqs", "gauge", "The number of requests in the waiting queue.", [({}, 0)])
+        metric("num_queue_reqs", "gauge", "The number of requests in the waiting queue.", [({}, queued)])
         metric("gen_throughput", "gauge", "The generation throughput (token/s).", [({}, 0)])
         metric("num_requests_total", "counter", "Number of requests processed.", [({}, c["num_requests_total"])])
         metric("prompt_tokens_total", "counter", "Number of prefill tokens processed.",
                [({}, c["prompt_tokens_total"])])
         metric("generation_tokens_total", "counter", "Number of generation tokens processed.",
                [({}, c["generation_tokens_total"])])
+        metric("realtime_tokens_total", "counter", "Total number of tokens processed (updated on each log interval). "
+               "mode: prefill_compute, prefill_cache, decode.",
+               [({"mode": "prefill_compute"}, c["realtime_prefill_compute"]), ({"mode": "prefill_cache"}, 0),
+                ({"mode": "decode"}, c["realtime_decode"])])
         metric("startup_time_seconds", "gauge", "Time spent in each start-up phase.",
                [({"phase": k}, v) for k, v in sorted(st.startup_time.items())])
         return "\n".join(out) + "\n"

@@ -376,6 +376,13 @@ class Main:
                 time.sleep(f.after_s)
                 self.state.hung.set()
                 self.rank_command({"cmd": "hang", "mode": f.mode})
+            elif f.kind == "prefill_saturation":
+                time.sleep(f.after_s)
+                self.state.saturate(f)
+                self.rank_command({"cmd": "busy"})
+                time.sleep(f.seconds)
+                self.state.end_saturation()
+                self.rank_command({"cmd": "idle"})
         sleep_forever()
 
 
