@@ -9,7 +9,11 @@ without a shell, systemd or YAML escaping layer of its own. The setting is named
 """
 import json
 
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records import safe_files
+
 SETTING = "api-key"
+# SGLang's --config file the role writes: a few lines; a file over this is refused unread.
+CONFIG_MAX_BYTES = 1 << 20
 
 
 def problem(key):
@@ -34,6 +38,12 @@ def render(key):
     return "%s: %s" % (SETTING, json.dumps(key))
 
 
+def read_config_text(path):
+    """The text of the --config file at path, a regular file read within CONFIG_MAX_BYTES;
+    OSError (safe_files.UnsafeEntry naming why) when it cannot be."""
+    return safe_files.read_file(path, CONFIG_MAX_BYTES).decode("utf-8")
+
+
 def parse(text):
     """The key from the text of a file `render` wrote; None when it holds none."""
     prefix = SETTING + ":"
@@ -48,8 +58,7 @@ def read_api_key(path):
     if not path:
         return None, None
     try:
-        with open(path, encoding="utf-8") as fh:
-            return parse(fh.read()) or None, None
+        return parse(read_config_text(path)) or None, None
     except OSError as e:
         return None, "API key file unreadable: %s" % e.strerror
     except ValueError:

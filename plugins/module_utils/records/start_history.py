@@ -16,16 +16,21 @@ Only ready starts make the history that ETAs are estimated from (load_history). 
 library only: this runs on the host too.
 """
 import glob
-import json
 import os
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector import Detector
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.phases import phase_rank
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.sglang_dialect import model_path_of
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records import safe_files, start_records
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import TraceFormatError, read_trace
 
 HISTORY_LIMIT = 5          # the most recent ready starts that make "usual"
-SUPERVISOR_STARTS_DIR = "/var/lib/sglang-ops/starts"
+SUPERVISOR_STARTS_DIR = start_records.DEFAULT_ROOT
+# The supervisor reads its earlier starts when a start begins: a trace larger than this
+# (hours of polls, or a file put there) counts by its verdict.json alone, whose phase
+# durations are what the ETA needs, so a start never waits on replaying it.
+HISTORY_TRACE_MAX_BYTES = 4 << 20
 
 
 def model_of(observations):
@@ -83,7 +88,8 @@ def record_from_verdict(verdict, host=None, source=None):
     """A start record from a supervisor's verdict.json alone (its trace is gone)."""
     durations = verdict.get("phase_durations") or {}
     phases, began = [], 0.0
-    for phase, seconds in durations.items():
+    for phase in sorted(durations, key=phase_rank):   # verdict.json keeps its keys sorted by name
+        seconds = durations[phase]
         phases.append({"phase": phase, "started_s": began, "duration_s": float(seconds), "read_bytes": None})
         began += float(seconds)
     return {"host": host, "model": verdict.get("model") or verdict.get("unit"), "unit": verdict.get("unit"),
@@ -92,20 +98,32 @@ def record_from_verdict(verdict, host=None, source=None):
             "read_bytes": None}
 
 
-def read_start(trace_path, host=None):
+def read_start(trace_path, host=None, max_trace_bytes=None):
     """The record of the start whose trace is trace_path (verdict.json beside it is used
-    when the trace cannot be read); None when neither can."""
+    when the trace cannot be read or is over max_trace_bytes); None when neither can. Both
+    are opened without following a link (safe_files) and read within their bounds. The
+    default bound: HISTORY_TRACE_MAX_BYTES for a supervisor's start (a verdict.json beside
+    its trace), start_records.TRACE_MAX_BYTES for a trace alone (the controller's artifacts)."""
+    folder_path, name = os.path.split(trace_path)
     try:
-        header, observations = read_trace(trace_path)
-        return record_from_trace(header, observations, host=host, source=trace_path)
-    except TraceFormatError:
-        pass
-    verdict_path = os.path.join(os.path.dirname(trace_path), "verdict.json")
-    try:
-        with open(verdict_path, encoding="utf-8") as fh:
-            return record_from_verdict(json.load(fh), host=host, source=verdict_path)
-    except (OSError, ValueError, AttributeError):
+        folder = safe_files.Folder.open(folder_path or ".", owned_alike=False)
+    except OSError:
         return None
+    with folder:
+        if max_trace_bytes is None:
+            beside = start_records.VERDICT in dict(folder.entries())
+            max_trace_bytes = HISTORY_TRACE_MAX_BYTES if beside else start_records.TRACE_MAX_BYTES
+        try:
+            with folder.reopenable(name, max_trace_bytes) as path:
+                header, observations = read_trace(path)
+            return record_from_trace(header, observations, host=host, source=trace_path)
+        except (TraceFormatError, OSError):
+            pass
+        try:
+            verdict = folder.read_json(start_records.VERDICT, start_records.VERDICT_MAX_BYTES)
+            return record_from_verdict(verdict, host=host, source=os.path.join(folder_path, start_records.VERDICT))
+        except (OSError, ValueError, AttributeError):
+            return None
 
 
 def _attempt_key(path):
@@ -122,10 +140,8 @@ def artifact_traces(artifacts_root, host):
 
 def supervisor_traces(starts_dir=SUPERVISOR_STARTS_DIR):
     """Trace paths (or where they would be, beside verdict.json) of every start a host
-    supervisor recorded, oldest first."""
-    dirs = set(os.path.dirname(p) for p in glob.glob(os.path.join(starts_dir, "*", "trace.jsonl")))
-    dirs |= set(os.path.dirname(p) for p in glob.glob(os.path.join(starts_dir, "*", "verdict.json")))
-    return [os.path.join(d, "trace.jsonl") for d in sorted(dirs, key=os.path.basename)]
+    supervisor recorded, oldest first: its start folders (never links, start_records)."""
+    return [os.path.join(starts_dir, name, start_records.TRACE) for name in start_records.start_dirs(starts_dir)]
 
 
 def history_traces(paths):
@@ -143,15 +159,16 @@ def history_traces(paths):
     return out
 
 
-def load_history(trace_paths, host=None, model=None, limit=HISTORY_LIMIT, exclude=()):
+def load_history(trace_paths, host=None, model=None, limit=HISTORY_LIMIT, exclude=(), max_trace_bytes=None):
     """The `limit` most recent ready starts among trace_paths (oldest first), of `model`
-    when given; paths in `exclude` (the start being watched) are left out."""
+    when given; paths in `exclude` (the start being watched) are left out; a trace over
+    max_trace_bytes counts by its verdict.json (read_start)."""
     records = []
     skip = set(os.path.abspath(p) for p in exclude)
     for path in reversed(list(trace_paths)):
         if os.path.abspath(path) in skip:
             continue
-        rec = read_start(path, host=host)
+        rec = read_start(path, host=host, max_trace_bytes=max_trace_bytes)
         if rec is None or rec["outcome"] != "ready":
             continue
         if model is not None and rec["model"] not in (model, None):

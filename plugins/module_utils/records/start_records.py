@@ -24,6 +24,7 @@ import os
 import re
 import time
 
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records import safe_files
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.redaction import redact
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import TraceWriter
 
@@ -34,6 +35,14 @@ TRACE = "trace.jsonl"
 DIAGNOSTICS = "diagnostics"
 _STAMP = re.compile(r"^\d{8}T\d{6}Z-\d+$")
 FINAL = ("ready", "stalled", "failed", "stopped")
+_KINDS = {"file": "a file", "link": "a symbolic link", "other": "not a folder (a FIFO, device or socket)"}
+# What a reader takes of a start's files (safe_files): verdict.json is rewritten whole by
+# the supervisor and stays small; a trace over TRACE_MAX_BYTES is not copied (a cut trace
+# would not replay); a diagnostic is its last DIAGNOSTIC_MAX_BYTES.
+VERDICT_MAX_BYTES = 1 << 20
+TRACE_MAX_BYTES = 64 << 20
+DIAGNOSTIC_MAX_BYTES = 4 << 20
+DIAGNOSTICS_MAX_FILES = 64
 
 
 def stamp(epoch_s, pid):
@@ -132,13 +141,39 @@ class StartTrace(TraceWriter):
         self._write(header)
 
 
-def start_dirs(root):
-    """Names of the start folders under root, oldest first."""
+def _start_names(folder, warn=None):
+    """Names of the start folders in the open starts folder, oldest first; an entry named
+    like a start that is not a folder (a link planted there) is named through warn, and
+    left alone."""
+    out = []
+    for name, kind in folder.entries():
+        if not _STAMP.match(name):
+            continue
+        if kind == "dir":
+            out.append(name)
+        elif warn is not None:
+            warn("warning: %s; it is not a start's folder and is left as it is"
+                 % safe_files.UnsafeEntry(os.path.join(folder.path, name),
+                                          "%s where a start's folder is expected" % _KINDS[kind]))
+    return out
+
+
+def _open_root(root):
+    """The starts folder, opened without following a link (safe_files.Folder); None when it
+    cannot be."""
     try:
-        names = os.listdir(root)
+        return safe_files.Folder.open(root)
     except OSError:
+        return None
+
+
+def start_dirs(root, warn=None):
+    """Names of the start folders under root (folders, never links), oldest first."""
+    folder = _open_root(root)
+    if folder is None:
         return []
-    return sorted(n for n in names if _STAMP.match(n) and os.path.isdir(os.path.join(root, n)))
+    with folder:
+        return _start_names(folder, warn)
 
 
 class StartRecord:
@@ -172,8 +207,16 @@ class StartRecord:
             pass   # readers fall back to the newest folder
 
     def _prune(self, keep):
-        for name in start_dirs(self.root)[:-keep]:
-            _remove_tree(os.path.join(self.root, name))
+        folder = _open_root(self.root)
+        if folder is None:
+            return
+        with folder:
+            for name in _start_names(folder, self.guard.warn)[:-keep]:
+                try:
+                    folder.remove_tree(name)
+                except safe_files.UnsafeEntry as e:
+                    if self.guard.warn is not None:
+                        self.guard.warn("warning: not pruned: %s" % e)
 
     def open_trace(self, path, header):
         """The trace writer of this start (start_watch.TraceTarget's open_writer)."""
@@ -198,77 +241,116 @@ class StartRecord:
         return self.guard.attempt(path, write)
 
 
-def _remove_tree(path):
-    for dirpath, dirnames, filenames in os.walk(path, topdown=False):
-        for f in filenames:
-            os.unlink(os.path.join(dirpath, f))
-        for d in dirnames:
-            os.rmdir(os.path.join(dirpath, d))
-    os.rmdir(path)
-
-
-def read_record(root, name):
-    """verdict.json of one start with `dir` added; None when absent or unreadable."""
+def _read_verdict(folder, name):
+    """verdict.json of the start `name` in the open starts folder, with `dir` added; None
+    when absent, unreadable or refused (safe_files)."""
     try:
-        with open(os.path.join(root, name, VERDICT), encoding="utf-8") as fh:
-            record = json.load(fh)
+        with folder.folder(name) as start:
+            record = start.read_json(VERDICT, VERDICT_MAX_BYTES)
     except (OSError, ValueError):
         return None
     if not isinstance(record, dict):
         return None
-    record["dir"] = os.path.join(root, name)
+    record["dir"] = os.path.join(folder.path, name)
     return record
 
 
-def recent_starts(root=DEFAULT_ROOT, limit=5):
+def read_record(root, name):
+    """verdict.json of one start with `dir` added; None when absent or unreadable."""
+    folder = _open_root(root)
+    if folder is None:
+        return None
+    with folder:
+        return _read_verdict(folder, name)
+
+
+def recent_starts(root=DEFAULT_ROOT, limit=5, warn=None):
     """The last `limit` starts' records, newest first. A start still "running" that is not
     the current one ended without a verdict: its supervisor was killed."""
+    folder = _open_root(root)
+    if folder is None:
+        return []
     out = []
-    current = current_name(root)
-    for name in reversed(start_dirs(root)):
-        record = read_record(root, name)
-        if record is not None and record.get("verdict") == "running" and name != current:
-            record.update(verdict="interrupted", reason="the supervisor ended without a verdict (killed)")
-        if record is not None:
-            out.append(record)
-        if len(out) >= limit:
-            break
+    with folder:
+        current = _current_of(folder, warn)
+        for name in reversed(_start_names(folder, warn)):
+            record = _read_verdict(folder, name)
+            if record is not None and record.get("verdict") == "running" and name != current:
+                record.update(verdict="interrupted", reason="the supervisor ended without a verdict (killed)")
+            if record is not None:
+                out.append(record)
+            if len(out) >= limit:
+                break
     return out
 
 
-def starts_of(root=DEFAULT_ROOT, limit=5):
+def starts_of(root=DEFAULT_ROOT, limit=5, warn=None):
     """{"current": the current start's folder name, "starts": its last `limit` records}."""
-    return {"current": current_name(root), "starts": recent_starts(root, limit)}
+    return {"current": current_name(root), "starts": recent_starts(root, limit, warn)}
 
 
-def read_files(root, name):
-    """The files of one start, relative path -> text (None when unreadable): trace.jsonl,
-    verdict.json and diagnostics/*. ValueError for a name that is not a start's folder."""
+def read_files(root, name, warn=None):
+    """The files of one start, relative path -> text (None when unreadable or refused):
+    trace.jsonl, verdict.json and diagnostics/*, each a regular file of the folder's owner
+    read without following a link (safe_files; what is refused is named through warn).
+    ValueError for a name that is not a start's folder."""
     if not _STAMP.match(name or ""):
         raise ValueError("%r is not the folder of a start (<UTC stamp>-<pid>)" % name)
-    folder = os.path.join(root, name)
-    try:
-        diagnostics = sorted(os.listdir(os.path.join(folder, DIAGNOSTICS)))
-    except OSError:
-        diagnostics = []
+    folder = _open_root(root)
+    if folder is None:
+        return {TRACE: None, VERDICT: None}
     files = {}
-    for rel in [TRACE, VERDICT] + [DIAGNOSTICS + "/" + n for n in diagnostics]:
+
+    def read(where, rel, max_bytes, tail=False):
         try:
-            with open(os.path.join(folder, rel), encoding="utf-8", errors="replace") as fh:
-                files[rel] = fh.read()
+            files[rel] = where.read_text(os.path.basename(rel), max_bytes, tail)
+        except safe_files.UnsafeEntry as e:
+            files[rel] = None
+            if warn is not None:
+                warn("%s; not copied" % e)
         except OSError:
             files[rel] = None
+    with folder:
+        try:
+            start = folder.folder(name)
+        except OSError as e:
+            if isinstance(e, safe_files.UnsafeEntry) and warn is not None:
+                warn("%s; nothing of it is read" % e)
+            return {TRACE: None, VERDICT: None}
+        with start:
+            read(start, TRACE, TRACE_MAX_BYTES)
+            read(start, VERDICT, VERDICT_MAX_BYTES)
+            try:
+                diagnostics = start.folder(DIAGNOSTICS)
+            except OSError as e:
+                if isinstance(e, safe_files.UnsafeEntry) and warn is not None:
+                    warn("%s; no diagnostics are read" % e)
+                return files
+            with diagnostics:
+                for n, kind in diagnostics.entries()[:DIAGNOSTICS_MAX_FILES]:
+                    if kind == "dir":
+                        continue
+                    read(diagnostics, DIAGNOSTICS + "/" + n, DIAGNOSTIC_MAX_BYTES, tail=True)
     return files
 
 
-def current_name(root=DEFAULT_ROOT):
-    """The folder name `current` points at (the newest folder when the link is missing)."""
+def _current_of(folder, warn=None):
     try:
-        name = os.readlink(os.path.join(root, CURRENT))
+        name = folder.readlink(CURRENT)
     except OSError:
-        names = start_dirs(root)
+        names = _start_names(folder)
         return names[-1] if names else None
     return os.path.basename(name) if _STAMP.match(os.path.basename(name)) else None
+
+
+def current_name(root=DEFAULT_ROOT):
+    """The folder name `current` points at (the newest folder when the link is missing);
+    only the link's text is read, never what it points at."""
+    folder = _open_root(root)
+    if folder is None:
+        return None
+    with folder:
+        return _current_of(folder)
 
 
 def time_in_phases(phase_entries, end_t):

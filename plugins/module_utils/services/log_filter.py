@@ -64,8 +64,7 @@ def blanker(key):
 def read_key(path):
     """The key from the server's --config file; OSError/ValueError when it cannot be read
     (the caller fails closed)."""
-    with open(path, encoding="utf-8") as fh:
-        return api_key_config.parse(fh.read())
+    return api_key_config.parse(api_key_config.read_config_text(path))
 
 
 class LineSplitter:

@@ -12,11 +12,13 @@ import os
 import urllib.parse
 from dataclasses import dataclass, field, fields
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.records import start_records
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records import safe_files, start_records
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model import weight_cache
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings
 
 _NOTHING = object()
+# The role writes a few KiB; a file over this is refused unread.
+SETTINGS_MAX_BYTES = 1 << 20
 
 
 def _text(value):
@@ -136,8 +138,9 @@ class SupervisorSettings:
         """Settings from a JSON file; ValueError with one line naming the file, the field
         and the problem."""
         try:
-            with open(path, encoding="utf-8") as fh:
-                data = json.load(fh)
+            data = safe_files.read_json_file(path, SETTINGS_MAX_BYTES)
+        except safe_files.UnsafeEntry as e:
+            raise ValueError("cannot read the settings file: %s" % e)
         except OSError as e:
             raise ValueError("cannot read the settings file %s: %s" % (path, e.strerror))
         except ValueError as e:

@@ -56,10 +56,10 @@ def test_the_restart_action_artifacts_give_the_most_recent_ready_starts_of_the_h
 
 
 def test_a_supervisor_starts_folder_reads_traces_and_falls_back_to_verdict_json(tmp_path):
-    (tmp_path / "20260101T000000Z").mkdir()
-    shutil.copy(WARM, tmp_path / "20260101T000000Z" / "trace.jsonl")
-    (tmp_path / "20260102T000000Z").mkdir()
-    (tmp_path / "20260102T000000Z" / "verdict.json").write_text(json.dumps({
+    (tmp_path / "20260101T000000Z-11").mkdir()
+    shutil.copy(WARM, tmp_path / "20260101T000000Z-11" / "trace.jsonl")
+    (tmp_path / "20260102T000000Z-12").mkdir()
+    (tmp_path / "20260102T000000Z-12" / "verdict.json").write_text(json.dumps({
         "verdict": "ready", "phase": "ready", "reason_code": "ready", "ready_after_s": 300.0, "unit": "u",
         "phase_durations": {"weight_load": 100.0, "post_load": 200.0}}))
     paths = supervisor_traces(str(tmp_path))

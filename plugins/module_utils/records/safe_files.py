@@ -1,0 +1,213 @@
+"""Reads, listings and removals under folders the service user can write (the per-start
+folders, the state and runtime folders), done so that nothing planted there is followed.
+
+Root (the probe) and the service user (the supervisor) both read these folders. The
+service user could put a symbolic link, a hard link, a FIFO or a device where a file is
+expected, or a link where a start's folder is expected; none of them is read, copied or
+removed through:
+
+  - every open is relative to an open folder (dir_fd) and uses O_NOFOLLOW, and what was
+    opened is checked with fstat: a regular file (or a folder), and in a folder the
+    service user writes (Folder.open(owned_alike=True)) one owned by that folder's owner
+    and, for a file, with one name (a hard link to a file elsewhere has two);
+  - what is refused is an UnsafeEntry (an OSError) whose message names the path and why;
+  - a read takes at most max_bytes: over it the file is refused (or, with tail=True, only
+    its last max_bytes are read);
+  - a tree is removed by walking it through folder descriptors: a link in it is unlinked
+    (the link, never what it points at), a folder is entered only by O_NOFOLLOW.
+
+Standard library only: this runs on the host.
+"""
+import contextlib
+import errno
+import json
+import os
+import stat
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: a FIFO swapped in after the check must not hang the open; O_NOCTTY: a tty never
+# becomes the reader's terminal.
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+
+class UnsafeEntry(OSError):
+    """A path that is not what it must be (a link, a FIFO, a device, another owner, too
+    large); str() names the path and why."""
+
+    def __init__(self, path, why):
+        super().__init__(errno.EPERM, why, path)
+        self.path, self.why = path, why
+
+    def __str__(self):
+        return "refused %s: %s" % (self.path, self.why)
+
+
+def _kind(mode):
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    return "a regular file" if stat.S_ISREG(mode) else "not a regular file"
+
+
+def _check(st, path, want_dir, owner):
+    if want_dir and not stat.S_ISDIR(st.st_mode):
+        raise UnsafeEntry(path, "%s where a folder is expected" % _kind(st.st_mode))
+    if not want_dir and not stat.S_ISREG(st.st_mode):
+        raise UnsafeEntry(path, "%s where a regular file is expected" % _kind(st.st_mode))
+    if owner is None:
+        return
+    if st.st_uid != owner:
+        raise UnsafeEntry(path, "owned by uid %d, expected uid %d" % (st.st_uid, owner))
+    # The writers of these folders replace each file by a rename, so every file has one
+    # name; a second one is a hard link planted to a file elsewhere.
+    if not want_dir and st.st_nlink != 1:
+        raise UnsafeEntry(path, "a hard link (%d names) where a file of its own is expected" % st.st_nlink)
+
+
+def _open(name, dir_fd, path, want_dir, owner):
+    """An fd of name (relative to dir_fd, or a path when dir_fd is None), checked."""
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, path) from None
+    _check(st, path, want_dir, owner)   # before the open: opening a device can act on it
+    try:
+        fd = os.open(name, _DIR_FLAGS if want_dir else _FILE_FLAGS, dir_fd=dir_fd)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise UnsafeEntry(path, "a symbolic link where %s is expected"
+                              % ("a folder" if want_dir else "a regular file")) from None
+        raise OSError(e.errno, e.strerror, path) from None
+    try:
+        opened = os.fstat(fd)
+        if (opened.st_dev, opened.st_ino) != (st.st_dev, st.st_ino):
+            raise UnsafeEntry(path, "replaced while it was opened")
+        _check(opened, path, want_dir, owner)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+class Folder:
+    """An open folder, entered without following links; its owner is the owner expected of
+    everything in it. Use as a context manager, or close()."""
+
+    def __init__(self, fd, path, owner):
+        self.fd, self.path, self.owner = fd, path, owner
+
+    @classmethod
+    def open(cls, path, owner=None, owned_alike=True):
+        """The folder at path (its last component not a link); owner: the uid it must have,
+        None for whoever owns it. owned_alike: what is below it must have its owner (a
+        folder the service user writes), else any owner."""
+        fd = _open(path, None, path, True, owner)
+        return cls(fd, path, os.fstat(fd).st_uid if owned_alike else None)
+
+    def _path(self, name):
+        return os.path.join(self.path, name)   # an absolute name (no folder fd) stays itself
+
+    def folder(self, name):
+        """The folder name in this one, checked the same way."""
+        fd = _open(name, self.fd, self._path(name), True, self.owner)
+        return Folder(fd, self._path(name), self.owner)
+
+    def entries(self):
+        """[(name, kind)] of this folder, sorted: kind "dir", "file", "link" or "other" (lstat)."""
+        out = []
+        with os.scandir(self.fd) as it:
+            for entry in it:
+                try:
+                    mode = entry.stat(follow_symlinks=False).st_mode
+                except OSError:
+                    continue   # gone meanwhile
+                kind = ("dir" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode)
+                        else "link" if stat.S_ISLNK(mode) else "other")
+                out.append((entry.name, kind))
+        return sorted(out)
+
+    def read_bytes(self, name, max_bytes, tail=False):
+        """The bytes of the regular file name; UnsafeEntry when it is not one or is over
+        max_bytes (with tail=True: its last max_bytes instead)."""
+        fd = _open(name, self.fd, self._path(name), False, self.owner)
+        with os.fdopen(fd, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size > max_bytes:
+                if not tail:
+                    raise UnsafeEntry(self._path(name), "%d bytes, more than the %d read" % (size, max_bytes))
+                fh.seek(size - max_bytes)
+            data = fh.read(max_bytes + 1)
+        if len(data) > max_bytes:   # it grew while being read
+            if not tail:
+                raise UnsafeEntry(self._path(name), "more than the %d bytes read" % max_bytes)
+            data = data[-max_bytes:]
+        return data
+
+    def read_text(self, name, max_bytes, tail=False):
+        return self.read_bytes(name, max_bytes, tail).decode("utf-8", errors="replace")
+
+    def read_json(self, name, max_bytes):
+        """The JSON in name; ValueError when it is not JSON."""
+        return json.loads(self.read_bytes(name, max_bytes).decode("utf-8"))
+
+    def readlink(self, name):
+        return os.readlink(name, dir_fd=self.fd)
+
+    @contextlib.contextmanager
+    def reopenable(self, name, max_bytes):
+        """A path that opens the regular file name as checked here (/proc/self/fd/N, the
+        very file opened), for a reader that wants a path; UnsafeEntry when the file is not
+        one or is over max_bytes."""
+        fd = _open(name, self.fd, self._path(name), False, self.owner)
+        try:
+            size = os.fstat(fd).st_size
+            if size > max_bytes:
+                raise UnsafeEntry(self._path(name), "%d bytes, more than the %d read" % (size, max_bytes))
+            yield "/proc/self/fd/%d" % fd
+        finally:
+            os.close(fd)
+
+    def remove_tree(self, name):
+        """Removes the folder name and everything in it without following a link: links
+        are unlinked themselves, folders entered by O_NOFOLLOW. UnsafeEntry when name is
+        not a folder of this folder's owner (then nothing is removed)."""
+        with self.folder(name) as sub:
+            for child, kind in sub.entries():
+                if kind == "dir":
+                    sub.remove_tree(child)
+                else:
+                    os.unlink(child, dir_fd=sub.fd)
+        os.rmdir(name, dir_fd=self.fd)
+
+    def close(self):
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def read_file(path, max_bytes, tail=False):
+    """The bytes of the regular file at path (its last component not a link; any owner),
+    read within max_bytes (Folder.read_bytes)."""
+    return Folder(None, os.path.dirname(path), None).read_bytes(path, max_bytes, tail)
+
+
+def read_text_file(path, max_bytes, tail=False):
+    return read_file(path, max_bytes, tail).decode("utf-8", errors="replace")
+
+
+def read_json_file(path, max_bytes):
+    """The JSON of the regular file at path, read within max_bytes; ValueError when not JSON."""
+    return json.loads(read_file(path, max_bytes).decode("utf-8"))

@@ -1,0 +1,77 @@
+"""Every file the supervisor reads is read within a bound: a huge (valid) trace of an
+earlier start counts by its verdict.json, and the supervisor's outlook of a new start is
+built in the memory and time of an ordinary one (issue: 446 MiB and 5 s for 100 MiB)."""
+import json
+import os
+import subprocess
+import sys
+
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records import start_records as sr
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.start_history import (
+    HISTORY_TRACE_MAX_BYTES, load_history, read_start, supervisor_traces)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+WARM = os.path.join(ROOT, "tests", "traces", "corpus", "healthy_warm_cache.jsonl")
+COLLECTIONS = os.path.join(ROOT, "collections")
+# The outlook a supervisor builds when a start begins, in a process of its own: its peak
+# memory and the time it took.
+MEASURE = """import json, resource, sys, time
+sys.path.insert(0, %r)
+from ansible_collections.sglang_ops.serving.plugins.module_utils.services.start_outlook import StartOutlook
+t0 = time.monotonic()
+outlook = StartOutlook.on_host("u", None, starts_dir=sys.argv[1])
+print(json.dumps({"s": time.monotonic() - t0, "history": [r["source"] for r in outlook.history],
+                  "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}))
+"""
+
+
+def _huge_trace(path, size_bytes):
+    """A valid trace of about size_bytes: the warm start's observations repeated, t rising."""
+    with open(WARM, encoding="utf-8") as fh:
+        header, *observations = [json.loads(line) for line in fh if line.strip()]
+    with open(path, "w", encoding="utf-8") as out:
+        out.write(json.dumps(header) + "\n")
+        t, written = 0.0, 0
+        while written < size_bytes:
+            for obs in observations:
+                if obs.get("log"):
+                    obs = dict(obs, log=[])   # no ready line: the replay walks the whole file
+                t += 1.0
+                line = json.dumps(dict(obs, t=t)) + "\n"
+                out.write(line)
+                written += len(line)
+
+
+def _earlier_start(root, epoch_s, pid, trace_bytes):
+    rec = sr.StartRecord(root, epoch_s, pid)
+    rec.update(verdict="ready", ready_after_s=270.0, phase_durations={"weight_load": 200.0, "post_load": 70.0})
+    _huge_trace(rec.trace_path, trace_bytes)
+    return rec.path
+
+
+def test_a_trace_over_the_bound_counts_by_its_verdict(tmp_path):
+    folder = _earlier_start(str(tmp_path), 1796000000, 7, 2 << 20)
+    rec = read_start(os.path.join(folder, sr.TRACE), max_trace_bytes=1 << 20)
+    assert rec["source"] == os.path.join(folder, sr.VERDICT) and rec["ready_after_s"] == 270.0
+    assert [p["phase"] for p in rec["phases"]] == ["weight_load", "post_load"]
+    assert read_start(os.path.join(folder, sr.TRACE), max_trace_bytes=4 << 20)["source"].endswith(sr.TRACE)
+
+
+def test_a_100_mib_trace_of_an_earlier_start_costs_the_new_start_neither_memory_nor_time(tmp_path):
+    root = str(tmp_path / "starts")
+    folder = _earlier_start(root, 1796000000, 7, 100 << 20)
+    assert os.path.getsize(os.path.join(folder, sr.TRACE)) > HISTORY_TRACE_MAX_BYTES
+    proc = subprocess.run([sys.executable, "-I", "-c", MEASURE % COLLECTIONS, root],
+                          capture_output=True, text=True, timeout=120, check=True)
+    got = json.loads(proc.stdout)
+    assert got["history"] == [os.path.join(folder, sr.VERDICT)]
+    assert got["max_rss_mib"] < 80, got
+    assert got["s"] < 2.0, got
+
+
+def test_the_history_of_the_supervisor_lists_only_start_folders(tmp_path):
+    root = str(tmp_path)
+    folder = _earlier_start(root, 1796000000, 7, 1000)
+    os.makedirs(os.path.join(root, "not-a-start"))
+    assert supervisor_traces(root) == [os.path.join(folder, sr.TRACE)]
+    assert len(load_history(supervisor_traces(root))) == 1
