@@ -332,8 +332,10 @@ class RestartProcedure:
                  "watch every %.0f s (up to %d attempts)" % (self.unit, self.args["poll_s"], self.args["max_attempts"]))
         foreign = check.of_kind("foreign")
         orphans = check.of_kind("orphan")
-        held_by = self._lock_holder()
-        if held_by:
+        held_by = self._lock_holder() or (state.get("held") and self._held_words(state))
+        if state.get("held"):
+            would = "would refuse: " + held_by
+        elif held_by:
             would = "would refuse: another restart holds the host: " + held_by
         elif foreign:
             would = "would refuse: GPUs held by processes outside the unit: " + \
@@ -358,6 +360,11 @@ class RestartProcedure:
             res["recent_starts"] = self._recent_starts()
             res["recent_starts_summary"] = [supervised_restart.start_summary(r) for r in res["recent_starts"]]
         return res
+
+    def _held_words(self, state):
+        return ("%s is held by on-call (%s): systemd starts it for nobody; release the hold with "
+                "`rm %s && systemctl daemon-reload` (docs/runbook.md#stop-the-automation)" % (
+                    self.unit, state["held"], state["held"]))
 
     def _recent_starts(self, limit=5):
         """The supervisor's last starts on the host (verdict.json of each), newest first."""
@@ -406,6 +413,9 @@ class RestartProcedure:
             return self._hand_over("preflight", "unit_missing",
                                    "unit %s is not installed (run playbooks/site.yml first)" % self.unit)
         self._note_preflight(check)
+        if state.get("held"):
+            return self._hand_over("preflight", "unit_held", self._held_words(state),
+                                   because="on-call holds the unit: nothing was stopped or started")
         foreign = check.of_kind("foreign")
         if foreign:
             return self._hand_over("preflight", "gpu_busy_foreign",

@@ -6,7 +6,8 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.host.bounded_ru
     bounded_run, find_executable)
 
 PROPERTIES = ("ActiveState", "SubState", "MainPID", "NRestarts", "ExecMainStatus", "Result",
-              "ControlGroup", "LoadState", "InactiveExitTimestamp", "EnvironmentFiles", "ExecStart")
+              "ControlGroup", "LoadState", "InactiveExitTimestamp", "EnvironmentFiles", "ExecStart",
+              "DropInPaths")
 _VENV_PYTHON = re.compile(r"(/[^\s;'\"]+?)/bin/python[0-9.]*\b")
 # The unit's supervisor (roles/sglang_service) as named in ExecStart; the server's command
 # follows its `--`.
@@ -28,6 +29,23 @@ def service_name(unit):
     return unit if "." in unit else unit + ".service"
 
 
+# On-call's hold of a unit (docs/runbook.md#stop-the-automation): a runtime drop-in whose
+# condition is false while the drop-in itself exists, so systemd starts the unit for nobody
+# (its own restarts, a converge, a restart run, a hand-typed start) and a skipped start is
+# neither a failure nor a step towards the start limit. `systemctl mask --runtime` cannot do
+# this for a unit in /etc/systemd/system (systemd#10583).
+HOLD_DROPIN = "sglang-ops-hold.conf"
+
+
+def hold_path(unit):
+    return "/run/systemd/system/%s.d/%s" % (service_name(check_unit_name(unit)), HOLD_DROPIN)
+
+
+def hold_text(unit):
+    """The drop-in's content (docs/runbook.md writes the same two lines)."""
+    return "[Unit]\nConditionPathExists=!%s\n" % hold_path(unit)
+
+
 @dataclass
 class UnitState:
     active: str
@@ -41,10 +59,16 @@ class UnitState:
     inactive_exit_epoch_s: object  # float or None
     environment_files: list
     exec_start: str = ""
+    drop_in_paths: list = None
 
     @property
     def installed(self):
         return self.load_state not in ("", "not-found")
+
+    @property
+    def held(self):
+        """The hold drop-in systemd has loaded (see HOLD_DROPIN), or None."""
+        return next((p for p in self.drop_in_paths or () if p.rsplit("/", 1)[-1] == HOLD_DROPIN), None)
 
     def to_obs(self):
         return {"active": self.active, "sub": self.sub, "main_pid": self.main_pid,
@@ -55,7 +79,7 @@ class UnitState:
         """The probe's RV(unit_state): what the restart reads of the unit."""
         return {"installed": self.installed, "load_state": self.load_state, "active": self.active,
                 "sub": self.sub, "main_pid": self.main_pid, "result": self.result,
-                "exec_start": self.exec_start, "venv": venv_prefix(self.exec_start)}
+                "exec_start": self.exec_start, "venv": venv_prefix(self.exec_start), "held": self.held}
 
 
 def is_supervised(exec_start):
@@ -125,7 +149,8 @@ def parse_show(text):
         load_state=props.get("LoadState", ""),
         inactive_exit_epoch_s=_timestamp(props.get("InactiveExitTimestamp")),
         environment_files=_env_files(props.get("EnvironmentFiles")),
-        exec_start=props.get("ExecStart", ""))
+        exec_start=props.get("ExecStart", ""),
+        drop_in_paths=(props.get("DropInPaths") or "").split())
 
 
 def show_unit(unit, timeout_s=5.0):

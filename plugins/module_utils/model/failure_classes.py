@@ -92,6 +92,8 @@ _CLASSES = (
                  implicates_weights=True),
     FailureClass("unit_missing", "preflight", "systemd unit not installed", False,
                  "run playbooks/site.yml first"),
+    FailureClass("unit_held", "preflight", "on-call holds the unit", False,
+                 "a human paused the automation on this host; nothing restarts it until the hold is released"),
     # The automation itself could not do its job on the host.
     FailureClass("restart_locked", "preflight", "another restart of this host is running", False,
                  "two restarts of one host would stop each other's start; wait for the other, or break a dead one's lock"),
