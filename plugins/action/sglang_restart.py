@@ -101,7 +101,8 @@ class ActionModule(ActionBase):
 
         port = remote_host_port.RemoteHostPort(
             args["unit"], self._shell_step, lambda module_args: self._probe(module_args, task_vars), emit,
-            remote_host_port.probe_args(args, serves_api=server is None or server.serves_api))
+            remote_host_port.probe_args(args, serves_api=server is None or server.serves_api),
+            sleep=lock.sleep)   # the run's waits renew its host lock
         options = RestartOptions(args, settings, retry_policy.Backoff(base_s=args["backoff_base_s"],
                                                                       max_s=args["backoff_max_s"]),
                                  random.Random().random,

@@ -10,8 +10,16 @@ beside it, inside one short remote command, so two controllers that try at the s
 moment cannot both win. The flock lasts only for that command; the lock file itself is
 what lasts for the run.
 
+While its run goes on, the holder renews the lock every `renew_every_s` (it touches the
+file between polls, HostLock.sleep); the lock states how long it may go without a renewal
+(`stale_after_s`: the renewal period plus the longest single step of the run, a stop or
+a prewarm step, plus a margin). A controller whose process is gone stops renewing.
+
 A lock is stale, and is replaced, when
   - its expiry has passed (host clock): the holder's run cannot still be going;
+  - it was not renewed for longer than its stale_after_s (the file's mtime, host clock):
+    its holder's process is gone, on whichever controller (a lock written without
+    stale_after_s keeps only the other rules);
   - its holder is this controller and that PID is gone (a run killed with SIGKILL);
   - the operator says so (`break_lock: true`, `sglang-ops restart --break-lock`).
 The replace is conditional on the run id read before, so a holder that changed in
@@ -33,6 +41,10 @@ EXPIRY_MARGIN_S = 900.0
 # A prewarm without its own limit still ends some time: the module's steps are bounded
 # by what is left to read; an hour is more than reading a terabyte at 1 GB/s.
 PREWARM_UNBOUNDED_S = 3600.0
+# How often a running restart renews its lock, and what its stale_after_s adds beyond the
+# renewal period and its longest single step (a slow connection, diagnostics).
+RENEW_EVERY_S = 60.0
+STALE_MARGIN_S = 300.0
 
 
 class LockHeld(Exception):
@@ -58,6 +70,19 @@ def max_run_s(args):
     return attempts * per_attempt + backoff + prewarm_s
 
 
+def longest_step_s(args):
+    """The longest the run goes without a renewal of its lock: one remote step (a stop
+    and its systemctl bound, one prewarm module call) (seconds)."""
+    prewarm = args.get("prewarm") or {}
+    stop = max(float(args.get("stop_timeout_s") or 0), float(args.get("failed_stop_timeout_s") or 0)) + 30
+    return max(stop, float(prewarm.get("step_s") or 10.0) if prewarm else 0.0, 90.0)
+
+
+def stale_after_s(args):
+    """How long the lock may go without a renewal before any controller takes it over."""
+    return RENEW_EVERY_S + longest_step_s(args) + STALE_MARGIN_S
+
+
 def holder_record(args, artifacts_path, now_epoch_s, pid=None, controller=None, user=None):
     """The JSON this run writes into the lock."""
     return {
@@ -69,6 +94,8 @@ def holder_record(args, artifacts_path, now_epoch_s, pid=None, controller=None, 
         "artifacts": artifacts_path,
         "started_epoch_s": round(now_epoch_s, 3),
         "expires_epoch_s": round(now_epoch_s + max_run_s(args) + EXPIRY_MARGIN_S, 3),
+        "renew_every_s": RENEW_EVERY_S,
+        "stale_after_s": round(stale_after_s(args), 3),
     }
 
 
@@ -97,7 +124,7 @@ def acquire_cmd(holder, lock_dir=LOCK_DIR, replace_run_id=None):
         'if [ -s %(lock)s ]; then\n'
         '  if [ -n %(replace)s ] && grep -qF %(replace_key)s %(lock)s; then\n'
         '    echo REPLACED; cat %(lock)s; echo; printf "%%s\\n" %(line)s > %(lock)s.new && mv -f %(lock)s.new %(lock)s\n'
-        '  else echo "HELD $now"; cat %(lock)s; fi\n'
+        '  else echo "HELD $now $(stat -c %%Y %(lock)s)"; cat %(lock)s; fi\n'
         'else printf "%%s\\n" %(line)s > %(lock)s.new && mv -f %(lock)s.new %(lock)s && echo ACQUIRED; fi\n'
     ) % {"lock": shlex.quote(lock), "line": shlex.quote(json.dumps(holder, sort_keys=True)),
          "replace": shlex.quote(replace_run_id or ""),
@@ -113,11 +140,20 @@ def release_cmd(run_id, lock_dir=LOCK_DIR):
     return _guarded(lock_dir, guard, body)
 
 
+def renew_cmd(run_id, lock_dir=LOCK_DIR):
+    """Touch the lock if (and only if) this run still holds it: `RENEWED` or `NOT_OURS`."""
+    lock, guard = _paths(lock_dir)
+    body = 'if grep -qF %s %s 2>/dev/null; then touch %s && echo RENEWED; else echo NOT_OURS; fi\n' % (
+        shlex.quote('"run_id": "%s"' % run_id), shlex.quote(lock), shlex.quote(lock))
+    return _guarded(lock_dir, guard, body)
+
+
 def peek_cmd(lock_dir=LOCK_DIR):
-    """Who holds the lock, without taking it (check mode): `FREE` or `HELD <epoch>` + line."""
+    """Who holds the lock, without taking it (check mode): `FREE` or `HELD <epoch> <its
+    mtime>` + line."""
     lock, dummy_guard = _paths(lock_dir)
-    return 'if [ -s %s ]; then echo "HELD $(date +%%s)"; cat %s; else echo FREE; fi' % (
-        shlex.quote(lock), shlex.quote(lock))
+    return 'if [ -s %s ]; then echo "HELD $(date +%%s) $(stat -c %%Y %s)"; cat %s; else echo FREE; fi' % (
+        shlex.quote(lock), shlex.quote(lock), shlex.quote(lock))
 
 
 def _guarded(lock_dir, guard, body):
@@ -127,19 +163,23 @@ def _guarded(lock_dir, guard, body):
             % (shlex.quote(lock_dir), shlex.quote(guard), body))
 
 
+def _number(text):
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
 def parse_answer(out):
-    """(state, host_now_epoch_s or None, holder dict or None) of an acquire/peek answer."""
+    """(state, host_now_epoch_s or None, holder dict or None) of an acquire/peek answer;
+    the holder gets `renewed_epoch_s`, the lock file's mtime, when the answer has it."""
     lines = [line for line in (out or "").splitlines() if line.strip()]
     if not lines:
         return "UNKNOWN", None, None
     head = lines[0].split()
     state = head[0]
-    now = None
-    if len(head) > 1:
-        try:
-            now = float(head[1])
-        except ValueError:
-            now = None
+    now = _number(head[1]) if len(head) > 1 else None
+    renewed = _number(head[2]) if len(head) > 2 else None
     holder = None
     if len(lines) > 1:
         try:
@@ -148,7 +188,19 @@ def parse_answer(out):
             holder = {"unreadable": lines[1][:200]}
         if not isinstance(holder, dict):
             holder = {"unreadable": lines[1][:200]}
+        if renewed is not None and "unreadable" not in holder:
+            holder["renewed_epoch_s"] = renewed
     return state, now, holder
+
+
+def _unrenewed_s(holder, host_now_epoch_s):
+    """(seconds since the lock's last renewal, its stale_after_s), or None when the lock
+    or the answer does not tell."""
+    renewed, bound = holder.get("renewed_epoch_s"), holder.get("stale_after_s")
+    if host_now_epoch_s is None or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                           for v in (renewed, bound)):
+        return None
+    return host_now_epoch_s - renewed, bound
 
 
 def stale_because(holder, host_now_epoch_s, controller, pid_alive, force=False):
@@ -158,6 +210,11 @@ def stale_because(holder, host_now_epoch_s, controller, pid_alive, force=False):
     expires = holder.get("expires_epoch_s")
     if isinstance(expires, (int, float)) and host_now_epoch_s is not None and host_now_epoch_s > expires:
         return "its run would have ended by %s" % _iso(expires)
+    unrenewed = _unrenewed_s(holder, host_now_epoch_s)
+    if unrenewed is not None and unrenewed[0] > unrenewed[1]:
+        return "it was not renewed for %s (its holder renews it every %s while it runs; stale after %s)" % (
+            fmt_duration(unrenewed[0]), fmt_duration(holder.get("renew_every_s") or RENEW_EVERY_S),
+            fmt_duration(unrenewed[1]))
     pid = holder.get("pid")
     if holder.get("controller") == controller and isinstance(pid, int) and not pid_alive(pid):
         return "its process %d on this controller is gone" % pid
@@ -179,6 +236,12 @@ def describe(holder, host_now_epoch_s=None):
     expires = holder.get("expires_epoch_s")
     if isinstance(expires, (int, float)):
         text += "; counted stale after %s" % _iso(expires)
+    unrenewed = _unrenewed_s(holder, host_now_epoch_s)
+    if unrenewed is not None:
+        text += ", or %s without a renewal (last renewed %s ago%s)" % (
+            fmt_duration(unrenewed[1]), fmt_duration(max(0.0, unrenewed[0])),
+            ": stale, its holder's process is gone; the next restart takes it over" if unrenewed[0] > unrenewed[1]
+            else "")
     return text
 
 
@@ -208,6 +271,8 @@ class HostLock:
         self.alive = alive
         self.held = False
         self.replaced = None  # (old holder, why) when a stale lock was taken over
+        self._renewed = time.monotonic()
+        self.renew_problem = None
 
     def acquire(self):
         """Take the lock; LockHeld names the holder, LockError when it cannot be done."""
@@ -225,7 +290,24 @@ class HostLock:
         if state not in ("ACQUIRED", "REPLACED"):
             raise LockError("unexpected answer from the lock command: %r" % state)
         self.held = True
+        self._renewed = time.monotonic()
         return self.replaced
+
+    def sleep(self, seconds, clock=time.monotonic, wait=time.sleep):
+        """The run's wait between polls (its host port's sleep): waits, then renews the
+        lock when renew_every_s has passed since the last renewal. A renewal that fails is
+        noted (renew_problem) and tried again after the next wait; the run goes on."""
+        wait(seconds)
+        if not self.held or clock() - self._renewed < float(self.holder.get("renew_every_s") or RENEW_EVERY_S):
+            return
+        self._renewed = clock()
+        try:
+            rc, out, err = self.shell(renew_cmd(self.holder["run_id"], self.lock_dir), 60)
+        except Exception as exc:  # a lost connection: the run's own steps will say so
+            self.renew_problem = "renewal failed: %s" % exc
+            return
+        self.renew_problem = None if rc == 0 and "RENEWED" in out else (
+            "renewal failed (rc %s): %s" % (rc, (err or out or "").strip()[-200:]))
 
     def release(self, timeout_s=30):
         """Remove the lock if this run holds it; never raises (the run's own result matters more)."""

@@ -4,6 +4,7 @@ import json
 import multiprocessing
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -188,3 +189,64 @@ def test_ctrl_c_during_the_watch_records_the_run_releases_the_lock_and_touches_n
     out, err_text = io.StringIO(), io.StringIO()
     assert report.run(argparse.Namespace(path=run_dir, output=None), out=out, err=err_text) == 0, err_text.getvalue()
     assert "interrupt" in out.getvalue().lower()
+
+
+def _age_lock(tmp_path, seconds):
+    """The lock file as its holder left it `seconds` ago (its mtime, what the host reads)."""
+    path = tmp_path / "run" / "restart.lock"
+    then = os.stat(path).st_mtime - seconds
+    os.utime(path, (then, then))
+
+
+def test_the_lock_states_how_long_it_may_go_unrenewed():
+    rec = holder(pid=1)
+    assert rec["renew_every_s"] == host_lock.RENEW_EVERY_S
+    # renewal period + the longest single step (a stop of 330 s and its systemctl bound) + margin
+    assert rec["stale_after_s"] == host_lock.RENEW_EVERY_S + 360 + host_lock.STALE_MARGIN_S
+    assert rec["stale_after_s"] < (rec["expires_epoch_s"] - rec["started_epoch_s"]) / 10
+    prewarm = host_lock.holder_record(dict(ARGS, prewarm={"step_s": 900}), "/a", 0.0, pid=1)
+    assert prewarm["stale_after_s"] == host_lock.RENEW_EVERY_S + 900 + host_lock.STALE_MARGIN_S
+
+
+def test_a_lock_its_holder_stopped_renewing_is_taken_over_by_any_controller(tmp_path):
+    gone = lock_of(tmp_path, holder(pid=4242, controller="ctl-a"))   # a process of another controller
+    gone.acquire()
+    other = lock_of(tmp_path, holder(pid=os.getpid(), controller="ctl-b", user="bob"), controller="ctl-b")
+    _age_lock(tmp_path, gone.holder["stale_after_s"] - 30)
+    with pytest.raises(LockHeld) as err:                          # still within its bound: respected
+        other.acquire()
+    assert "without a renewal (last renewed" in str(err.value) and "stale," not in str(err.value)
+    _age_lock(tmp_path, 60)                                       # now past it
+    old, why = other.acquire()
+    assert old["run_id"] == gone.holder["run_id"]
+    assert why.startswith("it was not renewed for ") and "stale after 12m" in why
+    assert json.loads((tmp_path / "run" / "restart.lock").read_text())["controller"] == "ctl-b"
+
+
+def test_a_running_restart_renews_its_lock_between_polls_and_keeps_it(tmp_path):
+    clock = [0.0]
+    running = lock_of(tmp_path, holder(pid=4242, controller="ctl-a"))
+    running.acquire()
+    _age_lock(tmp_path, running.holder["stale_after_s"] + 100)    # as if it had not been renewed
+    running.sleep(5, clock=lambda: clock[0], wait=lambda s: None)  # not due yet: nothing runs
+    assert time_since_renewal(tmp_path) > running.holder["stale_after_s"]
+    clock[0] = time.monotonic() + host_lock.RENEW_EVERY_S
+    running.sleep(5, clock=lambda: clock[0], wait=lambda s: None)
+    assert time_since_renewal(tmp_path) < 5 and running.renew_problem is None
+    other = lock_of(tmp_path, holder(pid=os.getpid(), controller="ctl-b"), controller="ctl-b")
+    with pytest.raises(LockHeld):
+        other.acquire()
+
+
+def test_status_shows_the_renewal_and_a_stale_lock(tmp_path):
+    lock_of(tmp_path, holder(pid=4242, controller="ctl-a")).acquire()
+    _age_lock(tmp_path, 13 * 60)
+    state, now, rec = host_lock.parse_answer(local_shell(host_lock.peek_cmd(str(tmp_path / "run")))[1])
+    assert state == "HELD" and abs(now - 13 * 60 - rec["renewed_epoch_s"]) < 5
+    text = host_lock.describe(rec, now)
+    assert "or 12m00s without a renewal (last renewed 13m00s ago" in text
+    assert text.endswith("stale, its holder's process is gone; the next restart takes it over)")
+
+
+def time_since_renewal(tmp_path):
+    return time.time() - os.stat(tmp_path / "run" / "restart.lock").st_mtime
