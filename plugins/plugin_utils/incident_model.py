@@ -81,6 +81,10 @@ class Incident:
     key_log_lines: list = field(default_factory=list)
     diagnostics: list = field(default_factory=list)
     next_steps: object = None
+    # the run gave up after restarting a class a restart can help: systemd's start limit,
+    # the attempts used up or the same failure twice; then the next step is no restart
+    restarts_used_up: bool = False
+    start_limit: object = None          # NextSteps of the start-limit section when systemd's limit ended it
     series: object = None
     trace_files: list = field(default_factory=list)
     last_t: float = 0.0
@@ -128,6 +132,23 @@ def next_steps_for(code, section):
         escalate=section.part("Escalate"),
         runbook_link="docs/runbook.md#%s" % section.anchor,
     )
+
+
+START_LIMIT_SECTION = "unit-start-limit"
+
+
+def ended_on_start_limit(run):
+    """Whether systemd's start limit ended the run: the supervised restart's hand-over
+    (restart_procedure) or the OnFailure= handler's record (a start folder's needed_human)."""
+    if (run or {}).get("needed_human_why") == "start_limit":
+        return True
+    return "start limit" in ((run or {}).get("gave_up_because") or "")
+
+
+def _used_up_words(run):
+    """restart_why of a run that gave up after restarting a class a restart can help."""
+    return ("not again: the restarts already tried ended the same way (%s); starting it unchanged "
+            "repeats the failure, so fix its cause first" % redact(run.get("gave_up_because") or "?"))
 
 
 def _automation(run, attempts, fc, verdict):
@@ -333,6 +354,11 @@ def build_incident(header, observations, assessments, run=None, diagnostics=None
         next_steps=next_steps_for(code, section),
         time_to_ready=dict((run or {}).get("time_to_ready") or {}),
     )
+    if fc is not None and fc.restart_helps and run_attempts and not hand_over and inc.outcome == "gave_up":
+        inc.restarts_used_up, inc.restart_helps = True, False
+        inc.restart_why = _used_up_words(run)
+        if ended_on_start_limit(run):
+            inc.start_limit = next_steps_for(START_LIMIT_SECTION, (runbook or {}).get(START_LIMIT_SECTION))
     inc.evidence = evidence_lines(verdict, decision, decided_t, series, observations, lines, onset_t)
     if hand_over:
         inc.evidence = ["Restart action: %s" % redact(reason)] + _preflight_evidence(run)

@@ -95,5 +95,6 @@ def start_folder_run(start_dir):
     return {"host": record.get("host") or "", "unit": record.get("unit"), "started": _iso(started),
             "finished": _iso(ended), "outcome": outcome, "decided_by": "supervisor",
             "gave_up_because": needed.get("words") if needed else None,
+            "needed_human_why": needed.get("why") if needed else None,
             "source": "start %s recorded by the unit's supervisor (%s)" % (name, folder),
             "attempts": [attempt], "time_to_ready": start_time_to_ready(record, earlier)}

@@ -68,6 +68,13 @@ def render_markdown(inc, chart_name="timeline.svg", trace_names=(), runbook_href
         else:
             out.append("No runbook section for `%s`; start with [reading a report](%s#reading-a-report)." % (inc.reason_code, runbook_href))
     else:
+        limit = inc.start_limit
+        if limit is not None:
+            out.append("systemd's start limit stopped the restarts: the unit stays down, a reboot's start "
+                       "included, until the limit is cleared. First find and fix the cause (below, from "
+                       "[%s](%s#%s)); then clear the limit as [%s](%s#%s) says:" % (
+                           ns.title, runbook_href, ns.anchor, limit.title, runbook_href, limit.anchor))
+            out += ["", _relink(limit.steps, runbook_href), ""]
         out.append("From the runbook, [%s](%s#%s) (`%s`)." % (ns.title, runbook_href, ns.anchor, ns.anchor))
         if inc.restart_helps is not None:
             out.append("")
