@@ -87,3 +87,10 @@ def test_every_alert_keeps_the_host_label(tmp_path):
     path.write_text(yaml.safe_dump(suite, sort_keys=False))
     run = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("doc", ["README.md", os.path.join("docs", "metrics.md")])
+def test_the_alert_tables_of_the_docs_list_every_alert(doc):
+    with open(os.path.join(ROOT, doc), encoding="utf-8") as fh:
+        listed = set(re.findall(r"^\| `(SGLang\w+)` \|", fh.read(), re.M))
+    assert listed == {rule["alert"] for rule in ALERTS}, "%s lists %s" % (doc, sorted(listed))
