@@ -56,6 +56,53 @@ def cold_reason(failure_class, daemon_healthy, warm_start_failed_before, fallbac
     return None
 
 
+# ---- which weights the daemon can hold ----------------------------------------------------
+# SGLang 0.5.23's IPC_QUANT_ALLOWLIST (sglang/srt/weight_cache/protocol.py in its wheel): the
+# quantization methods its daemon and client share over CUDA IPC, each with the
+# quantization_config field that must be set (None: nothing more). Any other method raises
+# UnsupportedQuantForIPCError in both before a weight is loaded. Used only when the venv's
+# SGLang cannot be asked (its is_ipc_quant_supported).
+PINNED_SGLANG_VERSION = "0.5.23"
+PINNED_IPC_QUANT_ALLOWLIST = {"": None, "fp8": "weight_block_size"}
+QUANTIZATION_FLAG = "--quantization"
+
+
+def method_words(method):
+    """A quantization method as an operator reads it."""
+    return repr(method) if method else "none (unquantized)"
+
+
+def accepted_words(allowlist):
+    """What an allowlist accepts, e.g. "none (unquantized), 'fp8' (with weight_block_size set)"."""
+    return ", ".join(method_words(m) + (" (with %s set)" % allowlist[m] if allowlist.get(m) else "")
+                     for m in allowlist)
+
+
+def quant_method_of(server_flags, model_config):
+    """(method, quant_config, where it came from) as SGLang resolves the method: a
+    --quantization flag wins, else config.json's quantization_config.quant_method.
+    server_flags: the flat list of flags; model_config: config.json's dict (None: unread)."""
+    quant_config = (model_config or {}).get("quantization_config")
+    flags = [str(f) for f in server_flags or ()]
+    for i, flag in enumerate(flags):
+        name, sep, value = flag.partition("=")
+        if name == QUANTIZATION_FLAG:
+            value = value if sep else (flags[i + 1] if i + 1 < len(flags) else "")
+            if value:
+                return value, quant_config, QUANTIZATION_FLAG
+    if isinstance(quant_config, dict) and quant_config.get("quant_method"):
+        return str(quant_config["quant_method"]), quant_config, "config.json quantization_config.quant_method"
+    return "", quant_config, "config.json (no quantization_config)"
+
+
+def pinned_ipc_quant_supported(method, quant_config):
+    """PINNED_IPC_QUANT_ALLOWLIST's verdict on one method and its quantization_config."""
+    if method not in PINNED_IPC_QUANT_ALLOWLIST:
+        return False
+    needed = PINNED_IPC_QUANT_ALLOWLIST[method]
+    return needed is None or (isinstance(quant_config, dict) and quant_config.get(needed) is not None)
+
+
 # ---- the daemon's lines (sglang/srt/weight_cache/daemon.py) -------------------------------
 # "[WeightCacheDaemon gpu=0 tp_rank=0] Loading model from disk: /models/Kimi-K2.6"
 DAEMON_LOADING = re.compile(r"\[WeightCacheDaemon gpu=(?P<gpu>\d+)[^\]]*\] Loading model from disk: (?P<path>\S+)")

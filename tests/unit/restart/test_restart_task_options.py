@@ -66,3 +66,9 @@ def test_the_service_options_follow_the_roles_variables(name, variable):
 def test_the_server_option_is_the_nodes_group_of_the_inventory():
     variables = {"sglang_service_nodes_group": "pair", "groups": {"pair": ["node-a", "node-b"]}}
     assert render(task_args()["server"], variables) == {"name": "pair", "nodes": ["node-a", "node-b"]}
+
+
+def test_weight_cache_auto_leaves_the_choice_to_the_installed_units():
+    """auto: the role installed the daemon's unit only where SGLang can run it; the restart looks."""
+    with pytest.raises(AnsibleValueOmittedError):
+        render(task_args()["weight_cache"], {"sglang_service_weight_cache": "auto"})

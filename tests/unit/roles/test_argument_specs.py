@@ -7,7 +7,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[3]
 ROLES = ["cuda", "sglang", "sglang_service", "sglang_metrics"]
-PY_TYPES = {"str": str, "bool": bool, "int": int, "float": float, "list": list, "dict": dict}
+PY_TYPES = {"str": str, "bool": bool, "int": int, "float": float, "list": list, "dict": dict, "raw": object}
 
 
 def _defaults(role):

@@ -57,10 +57,16 @@ def failures(result):
     ({"sglang_service_extra_args": [["--json-model-override-args", ["a", "b"]]]},
      'got [["--json-model-override-args", ["a", "b"]]]'),
     ({"sglang_service_weight_cache": True},
-     "sglang_service_weight_cache cannot be used with sglang_service_speculative_algorithm (DFLASH)"),
+     "sglang_service_weight_cache is true, but SGLang refuses --weight-cache-mode with speculative decoding "
+     "(sglang_service_speculative_algorithm DFLASH)"),
     ({"sglang_service_weight_cache": True, "sglang_service_speculative_algorithm": "",
       "sglang_service_supervisor": False},
-     "sglang_service_weight_cache needs sglang_service_supervisor"),
+     "sglang_service_weight_cache is true, but it needs sglang_service_supervisor"),
+    ({"sglang_service_weight_cache": "yes"}, 'value of sglang_service_weight_cache must be one of: auto, True, False, got: yes'),
+    ({"sglang_service_weight_cache": True, "sglang_service_speculative_algorithm": "",
+      "sglang_service_extra_args": [["--quantization", "awq"]]},
+     "sglang_service_weight_cache is true, but SGLang cannot hold the weights of this model: quantization 'awq' "
+     "(from --quantization): refused by the allowlist of SGLang 0.5.23"),
     ({"sglang_service_weight_cache": True, "sglang_service_speculative_algorithm": "",
       "sglang_service_weight_cache_runtime_dir": "/tmp/weights"},
      'sglang_service_weight_cache_runtime_dir must be a folder directly under /run (/run/NAME), got "/tmp/weights"'),
@@ -236,3 +242,81 @@ def test_multi_host_settings_fail_in_preflight_with_one_line_each(tmp_path):
         task, text = failed[name][0]
         assert "\n" not in text and message in text, (name, text)
     assert "peer-host" not in result["stats"]
+
+
+def _model(folder, quantization_config=None):
+    folder.mkdir(parents=True, exist_ok=True)
+    config = {"architectures": ["DeepseekV3ForCausalLM"], "torch_dtype": "bfloat16"}
+    if quantization_config:
+        config["quantization_config"] = quantization_config
+    (folder / "config.json").write_text(json.dumps(config))
+    return str(folder)
+
+
+INT4 = {"quant_method": "compressed-tensors", "format": "pack-quantized"}
+
+
+def _task_result(result, name):
+    return next(task["hosts"]["preflight-host"] for play in result["plays"] for task in play["tasks"]
+                if task["task"]["name"].endswith(": " + name))
+
+
+def test_weight_cache_true_with_an_int4_model_stops_naming_method_accepted_and_alternative(inventory, tmp_path):
+    returncode, result = run_site(inventory, {"sglang_service_weight_cache": True,
+                                              "sglang_service_speculative_algorithm": "",
+                                              "sglang_service_model_path": _model(tmp_path / "int4", INT4)})
+    assert returncode != 0
+    (play, task, text), = failures(result)
+    assert play == PREFLIGHT_PLAY and task.endswith("Stop when the weight cache is asked for where SGLang cannot run it")
+    assert ("quantization 'compressed-tensors' (from config.json quantization_config.quant_method): refused by "
+            "the allowlist of SGLang 0.5.23") in str(text)
+    assert "which accepts none (unquantized), 'fp8' (with weight_block_size set)" in str(text)
+    assert "Set sglang_service_weight_cache to auto (or false)" in str(text) and "prewarmed" in str(text)
+    assert all(stats["changed"] == 0 for stats in result["stats"].values())
+
+
+@pytest.mark.parametrize("quantization_config, daemon", [
+    (INT4, False),
+    ({"quant_method": "fp8", "weight_block_size": [128, 128]}, True),
+    ({"quant_method": "fp8"}, False),
+    (None, True),
+])
+def test_weight_cache_auto_runs_the_daemon_only_where_sglang_holds_the_weights(inventory, tmp_path,
+                                                                              quantization_config, daemon):
+    returncode, result = run_site(inventory, {"sglang_service_speculative_algorithm": "",
+                                              "sglang_service_model_path": _model(tmp_path / "m", quantization_config)},
+                                  "--tags", "preflight")
+    found = failures(result)
+    assert all(task.endswith(": Check systemd is the init system") for _, task, _ in found), found
+    decided = _task_result(result, "Decide whether the weight cache daemon runs")
+    assert decided["ansible_facts"]["_sglang_service_weight_cache_auto"] is daemon
+    said = _task_result(result, "Say why no weight cache daemon runs")
+    assert said.get("skipped", False) is daemon
+    if not daemon:
+        assert "sglang_service_weight_cache auto: no weight cache daemon on preflight-host, since SGLang cannot " \
+               "hold the weights of this model" in said["msg"]
+        assert "restarts are cold, the page cache prewarmed before the stop" in said["msg"]
+
+
+def test_weight_cache_auto_asks_the_installed_sglang(inventory, tmp_path):
+    """The venv's own is_ipc_quant_supported answers (here the stand-in's, as 0.5.23's)."""
+    python = tmp_path / "venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    # The role runs it isolated (-I); the stand-in's package comes from its source folder here.
+    python.write_text("#!/bin/sh\n[ \"$1\" = -I ] && shift\nPYTHONPATH=%s exec %s \"$@\"\n"
+                      % (ROOT / "tests" / "standin" / "src", ROOT / ".venv" / "bin" / "python"))
+    python.chmod(0o755)
+    returncode, result = run_site(inventory, {"sglang_service_speculative_algorithm": "",
+                                              "sglang_service_python": str(python),
+                                              "sglang_service_model_path": _model(tmp_path / "m", INT4)},
+                                  "--tags", "preflight")
+    fit = _task_result(result, "Ask which weights SGLang's weight cache can hold")
+    assert fit["supported"] is False and fit["quant_method"] == "compressed-tensors"
+    assert fit["asked"] == "SGLang 0.5.23 of %s" % python, fit
+
+
+def test_production_gets_no_daemon_and_is_told_why(inventory):
+    """The reference deployment (DFLASH) under the default auto: preflight passes, one line says why."""
+    returncode, result = run_site(inventory, {}, "--tags", "preflight")
+    said = _task_result(result, "Say why no weight cache daemon runs")
+    assert "SGLang refuses --weight-cache-mode with speculative decoding" in said["msg"], said

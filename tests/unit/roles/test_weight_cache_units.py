@@ -183,7 +183,8 @@ def test_argument_spec_documents_the_weight_cache_switch():
     import yaml
     options = yaml.safe_load((ROOT / "roles" / "sglang_service" / "meta" / "argument_specs.yml").read_text())[
         "argument_specs"]["main"]["options"]
-    assert options["sglang_service_weight_cache"]["type"] == "bool"
-    assert options["sglang_service_weight_cache"]["default"] is False
+    assert options["sglang_service_weight_cache"]["type"] == "raw"
+    assert options["sglang_service_weight_cache"]["default"] == "auto"
+    assert options["sglang_service_weight_cache"]["choices"] == ["auto", True, False]
     assert options["sglang_service_weight_cache_timeout_s"]["type"] == "int"
     assert "default" not in options["sglang_service_weight_cache_runtime_dir"]   # derived from the unit name

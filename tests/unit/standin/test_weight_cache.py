@@ -377,3 +377,63 @@ def test_engine_spawned_daemons_are_refused_with_a_clear_message(wc_env, model_d
                        env=wc_env, capture_output=True, text=True, timeout=30)
     assert r.returncode == 2
     assert "--weight-cache-mode daemon" in r.stderr and "is not imitated" in r.stderr
+
+
+@pytest.fixture(scope="module")
+def int4_model_dir(tmp_path_factory):
+    """Kimi K2.6's kind of checkpoint: config.json says compressed-tensors INT4."""
+    from sglang.standin.make_model import make_model
+    path = tmp_path_factory.mktemp("int4") / "int4-model"
+    make_model(str(path), shards=2, shard_mib=1, quantization="int4")
+    return str(path)
+
+
+REFUSED_INT4 = ("[weight_cache:{where}] quantization method 'compressed-tensors' is not verified for CUDA IPC "
+                "zero-copy weight sharing.")
+
+
+def test_the_demo_models_config_says_its_quantization(model_dir, int4_model_dir):
+    with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
+        assert "quantization_config" not in json.load(f)
+    with open(os.path.join(int4_model_dir, "config.json"), encoding="utf-8") as f:
+        quant = json.load(f)["quantization_config"]
+    assert quant["quant_method"] == "compressed-tensors"
+    assert quant["config_groups"]["group_0"]["weights"]["num_bits"] == 4
+
+
+def test_the_daemon_refuses_an_int4_model_before_loading_a_weight(tmp_path, wc_env, int4_model_dir):
+    d = Daemon(str(tmp_path), wc_env, ["--model-path", int4_model_dir, "--tp-size", "2"], free_port())
+    d.out_path = os.path.join(str(tmp_path), "daemon-int4.log")
+    d.start()
+    try:
+        assert d.proc.wait(timeout=30) == 1
+    finally:
+        d.kill()
+    out = d.output()
+    assert "UnsupportedQuantForIPCError: " + REFUSED_INT4.format(where="daemon") in out
+    assert "Verified methods: '' (unquantized), 'fp8'." in out
+    assert "Disable the weight cache (--weight-cache-mode off) for this model." in out
+    assert "Loading model from disk" not in out and "Listening on" not in out
+
+
+def test_the_client_refuses_an_int4_model_instead_of_falling_back(launch, wc_env, int4_model_dir):
+    s = launch("--weight-cache-mode", "client", "--model-path", int4_model_dir, env=wc_env)
+    assert s.proc.wait(timeout=30) == -signal.SIGKILL
+    out = s.output()
+    assert "sglang.srt.weight_cache.protocol.UnsupportedQuantForIPCError: " + REFUSED_INT4.format(where="client") in out
+    assert "falling back to disk load" not in out
+
+
+@pytest.mark.parametrize("method, config, held", [
+    ("", None, True),
+    ("fp8", {"quant_method": "fp8", "weight_block_size": [128, 128]}, True),
+    ("fp8", {"quant_method": "fp8"}, False),
+    ("compressed-tensors", {"quant_method": "compressed-tensors"}, False),
+    ("awq", {"quant_method": "awq"}, False),
+])
+def test_the_stand_ins_predicate_answers_as_0_5_23s(base_env, method, config, held):
+    code = ("import json, sys\nfrom sglang.srt.weight_cache.protocol import is_ipc_quant_supported\n"
+            "print(json.dumps(is_ipc_quant_supported(sys.argv[1], json.loads(sys.argv[2]))))")
+    r = subprocess.run([PY, "-c", code, method, json.dumps(config)], env=base_env, capture_output=True, text=True,
+                       timeout=30, check=True)
+    assert json.loads(r.stdout) is held

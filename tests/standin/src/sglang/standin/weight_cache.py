@@ -1,6 +1,7 @@
 """What the weight cache daemon and the engine of the SGLang stand-in agree on: the
-CacheConfig fingerprint (fields as SGLang 0.5.23's CacheConfig), the quantization
-allowlist of CUDA IPC sharing, and the number of tensors a model exports.
+CacheConfig fingerprint (fields as SGLang 0.5.23's CacheConfig), the quantization method
+both resolve (the allowlist is in sglang/srt/weight_cache/protocol.py, as in SGLang) and
+the number of tensors a model exports.
 
 Both sides build the fingerprint here from their own flags and the model folder's
 config.json, so a daemon and an engine started with different --model-path, --tp-size,
@@ -9,15 +10,14 @@ config.json, so a daemon and an engine started with different --model-path, --tp
 import hashlib
 import json
 
+# Where SGLang has them: the allowlist and its check live in sglang.srt.weight_cache.protocol.
+from sglang.srt.weight_cache.protocol import UnsupportedQuantForIPCError, check_ipc_quant_support  # noqa: F401
+
 # What torch of the stand-in's "GPU" reports (RTX PRO 6000 Blackwell: compute capability 12.0).
 DEVICE_CAPABILITY = "12.0"
 TORCH_VERSION = "2.9.1+cu130"
 _DTYPES = {"half": "float16", "float16": "float16", "float": "float32", "float32": "float32",
            "bfloat16": "bfloat16"}
-
-
-class UnsupportedQuantForIPCError(RuntimeError):
-    pass
 
 
 def quant_of(quantization, model_cfg):
@@ -34,23 +34,6 @@ def hash_quant_config(quant_config):
         return ""
     text = json.dumps(quant_config, sort_keys=True) if isinstance(quant_config, dict) else type(quant_config).__name__
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def check_ipc_quant_support(quant_method, quant_config, *, where):
-    """SGLang 0.5.23 shares only unquantized and block-wise FP8 weights over CUDA IPC."""
-    if quant_method == "" or (quant_method == "fp8" and isinstance(quant_config, dict)
-                              and quant_config.get("weight_block_size") is not None):
-        return
-    raise UnsupportedQuantForIPCError(
-        f"[weight_cache:{where}] quantization method {quant_method!r} is not "
-        f"verified for CUDA IPC zero-copy weight sharing. Its "
-        f"process_weights_after_loading may stamp Python-side metadata "
-        f"(e.g. format_ue8m0) or repack/transpose weights into shapes the "
-        f"meta-initialized client cannot reproduce, which would silently serve "
-        f"wrong-numerics weights. Verified methods: '' (unquantized), 'fp8'. Note: FP8 is "
-        f"only verified for block-wise configs (weight_block_size set), not "
-        f"per-tensor FP8. Disable the weight cache (--weight-cache-mode off) "
-        f"for this model.")
 
 
 def torch_dtype(dtype_flag, model_cfg):

@@ -6,6 +6,10 @@ SGLANG_WEIGHT_CACHE_READY_TEMPLATE (`pid=` and `config=` lines), both filled wit
 GPU's UUID as torch reports it: the nvidia-smi UUID without its `GPU-` prefix. Messages
 are length-prefixed pickles ("!I" header), so a real client's `ping` or `query_config`
 gets the stand-in's answer.
+
+Which quantization methods the daemon and the client share over CUDA IPC is decided here
+too, as 0.5.23 does (IPC_QUANT_ALLOWLIST, is_ipc_quant_supported, check_ipc_quant_support):
+unquantized and block-wise FP8 only; the role asks is_ipc_quant_supported of the venv.
 """
 import logging
 import os
@@ -22,6 +26,45 @@ DEFAULT_READY_TEMPLATE = "/tmp/sglang_weight_cache_{device_uuid}.ready"
 MAX_MSG_SIZE = 256 * 1024 * 1024
 
 logger = logging.getLogger(__name__)
+
+
+class UnsupportedQuantForIPCError(RuntimeError):
+    """A quantization method not verified for CUDA IPC weight sharing."""
+
+
+def _block_wise_fp8(quant_config):
+    field = quant_config.get("weight_block_size") if isinstance(quant_config, dict) else \
+        getattr(quant_config, "weight_block_size", None)
+    return field is not None
+
+
+# quant_method -> predicate(quant_config); a method not listed is refused.
+IPC_QUANT_ALLOWLIST = {
+    "": lambda _quant_config: True,
+    "fp8": _block_wise_fp8,
+}
+
+
+def is_ipc_quant_supported(quant_method, quant_config):
+    predicate = IPC_QUANT_ALLOWLIST.get(quant_method)
+    return predicate is not None and bool(predicate(quant_config))
+
+
+def check_ipc_quant_support(quant_method, quant_config, *, where):
+    """UnsupportedQuantForIPCError, with 0.5.23's message, unless the method is allowed."""
+    if is_ipc_quant_supported(quant_method, quant_config):
+        return
+    verified = ", ".join(repr(m) if m else "'' (unquantized)" for m in IPC_QUANT_ALLOWLIST)
+    raise UnsupportedQuantForIPCError(
+        f"[weight_cache:{where}] quantization method {quant_method!r} is not "
+        f"verified for CUDA IPC zero-copy weight sharing. Its "
+        f"process_weights_after_loading may stamp Python-side metadata "
+        f"(e.g. format_ue8m0) or repack/transpose weights into shapes the "
+        f"meta-initialized client cannot reproduce, which would silently serve "
+        f"wrong-numerics weights. Verified methods: {verified}. Note: FP8 is "
+        f"only verified for block-wise configs (weight_block_size set), not "
+        f"per-tensor FP8. Disable the weight cache (--weight-cache-mode off) "
+        f"for this model.")
 
 
 def device_uuid(gpu_index):
