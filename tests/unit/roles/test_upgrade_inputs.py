@@ -1,4 +1,5 @@
-"""Bad inputs stop playbooks/upgrade.yml in its first play, on every host, before any change.
+"""Bad inputs stop playbooks/upgrade.yml in its first play, on every host, before any change,
+with the release named in every failure.
 
 upgrade.yml runs in check mode against a throwaway inventory of two hosts on this machine
 (connection local); the flow after the checks (canary, rollback) needs systemd hosts and
@@ -32,7 +33,7 @@ def run_upgrade(inventory, extra_vars):
          "e.g. -e sglang_upgrade_version=0.5.24."),
     ({"sglang_upgrade_version": ""}, "upgrade: sglang_upgrade_version is required"),
     ({"sglang_upgrade_version": "0.5.24", "sglang_upgrade_canary": 0, "sglang_upgrade_serial": "half"},
-     "upgrade: sglang_upgrade_canary must be a number of hosts (1 or more), got 0; "
+     "upgrade to 0.5.24: sglang_upgrade_canary must be a number of hosts (1 or more), got 0; "
      "sglang_upgrade_serial must be a number of hosts (1 or more) or a percentage, got half."),
     ({"sglang_upgrade_version": "latest"}, "sglang: sglang_version must be an exact release like 0.5.23 (got 'latest')"),
     ({"sglang_upgrade_version": "0.5.24", "sglang_upgrade_package_wheel": "/nonexistent/sglang-0.5.24-py3-none-any.whl"},
@@ -48,6 +49,21 @@ def test_bad_input_stops_the_upgrade_in_its_first_play(inventory, extra_vars, me
     assert [play["play"]["name"] for play in result["plays"]] == [CHECK_PLAY]
     assert not any(host.get("changed") for play in result["plays"] for task in play["tasks"]
                    for host in task["hosts"].values())
+    version = str(extra_vars.get("sglang_upgrade_version") or "")
+    if version:
+        # the last word of each host that failed names the release it was to upgrade to
+        assert all(failures[-1][2].startswith("upgrade to %s" % version) for failures in found.values()), found
+
+
+def test_a_missing_wheel_names_the_release_and_the_wheel(inventory):
+    wheel = "/nonexistent/sglang-0.5.24-py3-none-any.whl"
+    rc, result = run_upgrade(inventory, {"sglang_upgrade_version": "0.5.24", "sglang_upgrade_package_wheel": wheel})
+    assert rc != 0
+    last = {host: failures[-1][2] for host, failures in failures_by_host(result).items()}
+    assert set(last) == {"host-a", "host-b"}, last
+    for host, msg in last.items():
+        assert msg == ("upgrade to 0.5.24 stopped on %s before any change: sglang: sglang_package_wheel '%s' "
+                       "does not exist on the controller." % (host, wheel)), msg
 
 
 def test_the_nodes_of_a_server_spread_over_several_hosts_are_refused(tmp_path):
