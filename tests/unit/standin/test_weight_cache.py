@@ -437,3 +437,46 @@ def test_the_stand_ins_predicate_answers_as_0_5_23s(base_env, method, config, he
     r = subprocess.run([PY, "-c", code, method, json.dumps(config)], env=base_env, capture_output=True, text=True,
                        timeout=30, check=True)
     assert json.loads(r.stdout) is held
+
+
+def _status(env, gpu, *extra):
+    return subprocess.run([PY, "-m", "sglang.srt.weight_cache.daemon", "--status", "--model-path", "/unused",
+                           "--gpu-id", str(gpu), *extra], env=env, capture_output=True, text=True, timeout=30)
+
+
+def test_0_5_23s_daemon_has_no_delivery_budget_flags(wc_env, model_dir):
+    r = _status(wc_env, 0)
+    assert r.returncode == 2 and "unrecognized arguments: --status" in r.stderr
+
+
+def test_a_later_sglangs_daemon_spends_its_delivery_budget_then_answers_budget_exhausted(daemon, client, wc_env):
+    env = {"SGLANG_STANDIN_WEIGHT_CACHE_DELIVERY_BUDGET": "3"}
+    budget_env = dict(wc_env, **env)
+    d = daemon(env=env, tp=1)
+    d.wait_log(r"\] All 1 weight cache daemons on node 0 are ready", 30)
+    status = _status(budget_env, 0)
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout) == {"max_deliveries": 3, "reserved": 0, "remaining": 3,
+                                         "pid": d.daemons()[0], "gpu_id": 0}
+    for spent in (1, 2, 3):
+        s = client(env=env, tp=1)
+        s.wait_ready()
+        assert "Loaded model via IPC (mode=client)" in s.output()
+        s.kill()
+        assert json.loads(_status(budget_env, 0).stdout)["remaining"] == 3 - spent
+    s = client(env=env, tp=1)
+    assert s.proc.wait(timeout=30) == -signal.SIGKILL
+    out = s.output()
+    assert "answered budget_exhausted: 3 of 3 deliveries of this daemon generation are spent" in out
+    assert "falling back to disk load" not in out and "config mismatch" not in out.lower()
+    assert "Delivery budget exhausted: 3 of 3 attaches served by this daemon" in d.output()
+    assert json.loads(_status(budget_env, 0).stdout)["remaining"] == 0
+
+
+def test_the_delivery_budget_flag_overrides_the_default_and_a_mismatch_spends_none(daemon, client, wc_env):
+    env = {"SGLANG_STANDIN_WEIGHT_CACHE_DELIVERY_BUDGET": "3"}
+    d = daemon("--weight-cache-max-deliveries", "5", env=env, tp=1)
+    d.wait_log(r"\] All 1 weight cache daemons on node 0 are ready", 30)
+    s = client("--dtype", "float16", env=env, tp=1)
+    assert s.proc.wait(timeout=30) == -signal.SIGKILL
+    assert json.loads(_status(dict(wc_env, **env), 0).stdout)["remaining"] == 5

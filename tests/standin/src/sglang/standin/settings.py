@@ -42,6 +42,10 @@ class Settings:
     warmup_s: float = 2.0
     node_lost_s: float = 5.0         # a node's connection closed -> the server fails this much later
     weight_cache_attach_s: float = 1.0   # --weight-cache-mode client: fetch + map the daemon's weights
+    # 0: the weight cache daemon of 0.5.23 (no delivery budget). N > 0: a later SGLang's, whose
+    # daemon serves at most N attaches per generation (its --weight-cache-max-deliveries default;
+    # 128 in those sources, small in tests) and answers --status.
+    weight_cache_delivery_budget: int = 0
     time_scale: float = 1.0
     # Weight loading
     read_mib_s: float = 0.0          # storage read cap for all ranks together; 0 = uncapped

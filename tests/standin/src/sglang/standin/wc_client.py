@@ -50,6 +50,10 @@ def fetch_from_cache(socket_path, engine_config, log):
             f"quant={c['quant_method']}, dtype={c['dtype']}")
         protocol.send_msg(sock, {"type": "fetch_state", "config": engine_config})
         result = protocol.recv_msg(sock)
+        if result.get("status") == "budget_exhausted":
+            raise RuntimeError(f"[IpcModelLoader] Weight cache daemon at {socket_path} answered budget_exhausted: "
+                               f"{result.get('reserved')} of {result.get('max_deliveries')} deliveries of this "
+                               f"daemon generation are spent. Drain the engines and restart the daemon.")
         if result.get("status") != "ok":
             raise RuntimeError(f"[IpcModelLoader] Daemon config mismatch!\n"
                                f"  Engine config: {engine_config}\n"

@@ -12,7 +12,16 @@ A daemon reads its share of every weight shard as a server's rank does (same rea
 model, cap and phase lengths), holds the weights on its stand-in GPU, waits until every
 daemon of the world has loaded, then binds its Unix socket, writes the ready file and
 serves `ping`, `query_config` and `fetch_state` until SIGTERM/SIGINT, after which it
-removes both files. Children die with the launcher (PR_SET_PDEATHSIG), so SIGTERM to
+removes both files.
+
+Playing a later SGLang (setting weight_cache_delivery_budget > 0, sglang-facts.md "Delivery
+budget"): each daemon generation serves at most --weight-cache-max-deliveries attaches (the
+setting is its default); an attach reserves one before it is answered and is never refunded
+(a client that fails afterwards has still spent it); once none is left, `fetch_state` answers
+`budget_exhausted` (no silent fallback); `status` and `python -m
+sglang.srt.weight_cache.daemon --status --model-path P --gpu-id G` report the configured,
+reserved and remaining budget without loading weights. The status line's shape is the
+stand-in's own: the sources name its three numbers, not its format. Children die with the launcher (PR_SET_PDEATHSIG), so SIGTERM to
 the launcher (it has no handler, as SGLang's) leaves the files behind, stale; SIGINT
 stops the daemons cleanly.
 """
@@ -57,6 +66,9 @@ class WeightCacheDaemonArgs:
     dist_init_method: str = None
     timeout: int = 1800
     force: bool = False
+    # A later SGLang's (settings weight_cache_delivery_budget > 0); 0.5.23 has neither.
+    weight_cache_max_deliveries: int = None
+    status: bool = False
 
     @staticmethod
     def add_cli_args(parser):
@@ -69,6 +81,20 @@ class WeightCacheDaemonArgs:
                             help="Daemon distributed init method (for example tcp://host:29500).")
         parser.add_argument("--timeout", type=int, default=1800)
         parser.add_argument("--force", action="store_true")
+        budget = _delivery_budget_default()
+        if budget:
+            parser.add_argument("--weight-cache-max-deliveries", type=int, default=budget,
+                                help="Attaches one daemon generation serves before it answers budget_exhausted.")
+            parser.add_argument("--status", action="store_true",
+                                help="Print the daemon's delivery budget (configured, reserved, remaining) and exit.")
+
+
+def _delivery_budget_default():
+    """The later SGLang's default budget the stand-in plays, 0 when it plays 0.5.23."""
+    try:
+        return settings_mod.load().weight_cache_delivery_budget
+    except (ValueError, OSError):
+        return 0
 
 
 class _OneWrite(logging.Handler):
@@ -107,6 +133,8 @@ class WeightCacheDaemon:
         self.tensors = 0
         self.holder = None
         self._running = False
+        self.max_deliveries = spec.get("max_deliveries") or 0     # 0: no budget (0.5.23)
+        self.reserved = 0
 
     @property
     def tag(self):
@@ -273,14 +301,46 @@ class WeightCacheDaemon:
                 logger.warning(f"{self.gpu_tag} Config mismatch: {mismatches}")
                 protocol.send_msg(conn, {"status": "mismatch", "daemon_config": dict(self.config)})
                 return
+            if self.max_deliveries and self.reserved >= self.max_deliveries:
+                logger.warning(f"{self.gpu_tag} Delivery budget exhausted: {self.reserved} of "
+                               f"{self.max_deliveries} attaches served by this daemon; drain the engines "
+                               f"and restart the daemon")
+                protocol.send_msg(conn, dict(self.budget(), status="budget_exhausted"))
+                return
+            self.reserved += 1     # reserved before the answer: never refunded
             logger.info(f"{self.gpu_tag} Serving {self.tensors} tensors via {TRANSPORT} transport")
             protocol.send_msg(conn, {"status": "ok", "config": dict(self.config), "tensors": self.tensors,
                                      "pid": os.getpid(), "transport_backend": TRANSPORT,
                                      "preloaded_weights_bytes": self.holder.mem_mib * 1024 * 1024})
         elif kind == "ping":
             protocol.send_msg(conn, {"status": "ok"})
+        elif kind == "status" and self.max_deliveries:
+            protocol.send_msg(conn, dict(self.budget(), status="ok"))
         else:
             protocol.send_msg(conn, {"status": "error", "message": f"Unknown request type: {kind}"})
+
+
+    def budget(self):
+        return {"max_deliveries": self.max_deliveries, "reserved": self.reserved,
+                "remaining": max(0, self.max_deliveries - self.reserved), "pid": os.getpid()}
+
+
+def print_status(gpu_id):
+    """--status: ask the daemon of one GPU for its budget over its socket; no weights loaded.
+    Exit 0 with one JSON line, 1 when no daemon answers."""
+    path = protocol.get_socket_path(protocol.device_uuid(gpu_id))
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(CLIENT_CONNECTION_TIMEOUT)
+            sock.connect(path)
+            protocol.send_msg(sock, {"type": "status"})
+            answer = protocol.recv_msg(sock)
+    except (OSError, ConnectionError) as e:
+        sys.stderr.write(f"No weight cache daemon answers at {path}: {e}\n")
+        return 1
+    answer.pop("status", None)
+    print(json.dumps(dict(answer, gpu_id=gpu_id)), flush=True)
+    return 0
 
 
 def run_weight_cache_daemon(spec):
@@ -394,7 +454,10 @@ def main(argv=None):
     if args.nnodes > 1:
         sys.stderr.write("SGLang stand-in: its weight cache daemon runs on one node (--nnodes 1)\n")
         return 2
+    if getattr(worker_ns, "status", False):
+        return print_status(worker_ns.gpu_id if worker_ns.gpu_id is not None else (worker_ns.tp_rank or 0))
     base_spec = {"args": vars(args), "settings": settings_mod.to_dict(settings),
+                 "max_deliveries": getattr(worker_ns, "weight_cache_max_deliveries", None) or 0,
                  "faults": faults_mod.to_json(faults_mod.active(all_faults, start_no)), "owner": os.getpid()}
     if worker_ns.gpu_id is not None or worker_ns.tp_rank is not None:
         gpu_id = worker_ns.gpu_id if worker_ns.gpu_id is not None else worker_ns.tp_rank
