@@ -19,7 +19,10 @@ time they were written, the cumulative counters spread as the change spreads the
 Each start's LoadConditions are what a residency read at its start gives: the model's
 bytes (what the cold start read in its weight load) and the part of them not read by this
 start. Starts whose model size is unknown (no cold read to learn it from) get unknown
-conditions, as a host without a residency read would.
+conditions, as a host without a residency read would. They go into the second start's trace
+header (`load_conditions`), and the estimate is `sglang-ops replay --eta`'s own
+(replay.EtaReplay: the watch's StartOutlook with the conditions the header records), so
+the bench measures the estimate a replay of a recorded start gives.
 
 At a quarter, half and three quarters of the second start (the last poll at or before)
 the estimated remaining time is compared with the true one: error = |est - true| / true.
@@ -46,6 +49,7 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings  # noqa: E402
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.eta import (  # noqa: E402
     LONGEST_FACTOR, MIN_PHASE_BYTES, EtaEstimator, LoadConditions)
+from sglang_ops_cli.commands.replay import EtaReplay  # noqa: E402
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.start_history import record_from_trace  # noqa: E402
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import read_trace  # noqa: E402
 
@@ -165,14 +169,15 @@ def conditions(record, model_bytes):
 
 
 # ---- judging ----------------------------------------------------------------------------
-def replay_estimates(observations, history, load_conditions):
-    """[(t, Estimate)] of the start replayed with the estimator fed each poll."""
+def replay_estimates(header, observations, history):
+    """[(t, Estimate)] of the start replayed as `replay --eta` does, from the conditions its
+    header records."""
     det = Detector(DetectorSettings())
-    est = EtaEstimator(history, load_conditions)
+    eta = EtaReplay(header, history)
     out = []
     for obs in observations:
         a = det.observe(obs)
-        out.append((a.t, est.update(a)))
+        out.append((a.t, eta.estimate(a, obs)[0]))
         if a.final:
             break
     return out
@@ -215,7 +220,8 @@ def healthy_starts():
 
 
 def pairs():
-    """(name, change, history record, conditions of the second start, its observations, its record)."""
+    """(name, change, history record, the second start's header (its load conditions in it), its
+    observations, its record)."""
     for header, observations, record in healthy_starts():
         versions, model_bytes = starts_of(header, observations, record)
         records = {}
@@ -228,17 +234,18 @@ def pairs():
                 print("%s %s: not ready after the change (%s, %s); left out" % (
                     header["name"], change, records[first]["outcome"], records[second]["outcome"]))
                 continue
-            yield (header["name"], change, records[first], conditions(records[second], model_bytes),
-                   versions[second][1], records[second])
+            second_header = dict(versions[second][0],
+                                 load_conditions=conditions(records[second], model_bytes).to_dict())
+            yield (header["name"], change, records[first], second_header, versions[second][1], records[second])
 
 
 def eta_table(all_pairs):
     errors, problems, overdue = [], [], 0
     print("%-40s %-12s %6s %6s %6s  %s" % ("start", "change", "first", "second", "longest",
                                           "  ".join("%-19s" % ("at %g: est/true" % f) for f in CHECKPOINTS)))
-    for name, change, history, cond, observations, record in all_pairs:
+    for name, change, history, header, observations, record in all_pairs:
         ready_s = record["ready_after_s"]
-        rows = judge(replay_estimates(observations, [history], cond), ready_s, history["ready_after_s"])
+        rows = judge(replay_estimates(header, observations, [history]), ready_s, history["ready_after_s"])
         cells = []
         for fraction, t, est, true, problem in rows:
             if est is None:

@@ -36,8 +36,9 @@ def strip_prefix(msg):
 
 
 # ---- the model ---------------------------------------------------------------------------
-# SGLang prints its arguments at start-up: "server_args=ServerArgs(model_path='/models/Kimi-K2.6', ...)".
-_MODEL_PATH = re.compile(r"""model_path=['"]([^'"]+)['"]""")
+# SGLang prints its arguments at start-up: up to 0.5.16 "server_args=ServerArgs(model_path='/models/Kimi-K2.6',
+# ...)", 0.5.23 "server_args={'model_path': '/models/Kimi-K2.6', ...}" (sglang-facts.md, log lines).
+_MODEL_PATH = re.compile(r"""model_path(?:=|['"]\s*:\s*)['"]([^'"]+)['"]""")
 
 
 def model_path_of(msg):

@@ -5,6 +5,12 @@ from what this start will read and from where, the current phase from its own pr
     e = est.update(assessment)                 # once per poll; returns an Estimate
     e.remaining_s, e.usual_total_s, e.text()   # "ETA 4m10s (usual 10m40s)"
 
+The conditions a start was estimated with are what its trace header records
+(`load_conditions`, LoadConditions.to_dict()), with a line's own `load_conditions` where
+they changed during the start (the residency read once SGLang names its model, a fallback to
+disk): replay_conditions() gives them back per observation, so `sglang-ops replay --eta`
+estimates each poll as the live start did.
+
 The remaining time is the current phase's remaining time plus the predicted duration of
 the phases still ahead (the median, over the history, of what followed this phase, with
 the weight load predicted for this start's conditions). The rules, in order:
@@ -23,6 +29,10 @@ the weight load predicted for this start's conditions). The rules, in order:
 - a phase past its predicted duration is overdue: the estimate becomes a range, from the
   phases ahead alone (the phase may end now) to twice the guess of what is left of it
   (as long again as it has overrun, at least OVERDUE_FLOOR of its usual duration).
+- a phase without a progress measure (its usual duration) whose earlier starts disagree
+  (the longest more than DISAGREE_FACTOR times the shortest, and DISAGREE_MIN_S apart) is a
+  range: what is left of it from the shortest earlier duration to the longest, plus the
+  phases ahead; the point (remaining_s) stays the median's.
 - never past twice the host's longest recorded start (LONGEST_FACTOR): an estimate that
   would end later ends there; a start already past it has no estimate, only how far it
   is over. Without history no estimate exceeds MAX_ESTIMATE_S (the watch's start
@@ -35,6 +45,7 @@ from dataclasses import dataclass
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.durations import fmt_duration
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.phases import PHASES
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.weight_cache import RESTART_KINDS
 
 SLOWER_THAN_USUAL = 1.5          # a phase that took this many times its usual duration
 MIN_RATE_S = 20.0                # a rate measured over less time than this is noise
@@ -44,11 +55,19 @@ PAGE_CACHE_LOAD_BPS = 10e9       # weights from memory to the GPUs (548 GB in ~4
 # An engine attached to the weight cache daemon maps the weights already on its GPUs (CUDA
 # IPC handles): seconds, whatever the model's size (IpcModelLoader's "Loaded model via IPC").
 WEIGHT_CACHE_ATTACH_S = 15.0
+# A phase without a progress measure whose earlier durations differ this much (the longest
+# over the shortest, and by at least DISAGREE_MIN_S) gets a range, not a point.
+DISAGREE_FACTOR = 1.5
+DISAGREE_MIN_S = 10.0
 OVERDUE_FLOOR = 0.5              # an overdue phase has at least this share of its usual duration left
 LONGEST_FACTOR = 2.0             # no estimate ends later than this many times the longest recorded start
 MAX_ESTIMATE_S = 7200.0          # without history: the watch's start timeout (start_watch.START_TIMEOUT_S)
 WEIGHT_LOAD = "weight_load"
 _ORDER = {p: i for i, p in enumerate(PHASES)}
+
+
+# The compile caches (JIT, kernels) a start found: every folder filled, none, or some
+COMPILE_CACHE_STATES = ("warm", "cold", "partial")
 
 
 @dataclass(frozen=True)
@@ -58,10 +77,16 @@ class LoadConditions:
     model_bytes: size of the model's weight files; resident_bytes: of those, in the page
     cache when the start began (prewarm_reader.model_residency); weight_cache: the
     weights come from an attached weight cache (`--weight-cache-mode client`), so
-    almost nothing is read from storage. None: not known."""
+    almost nothing is read from storage; restart_kind: warm | cold | cold_fallback as the
+    restart decided it (None: no weight cache daemon); compile_caches: warm | cold |
+    partial, the JIT and kernel caches the server found (None: not read). None: not known.
+    The trace header records them (`load_conditions`), so a replay estimates as the live
+    start did."""
     model_bytes: int = None
     resident_bytes: int = None
     weight_cache: bool = False
+    restart_kind: str = None
+    compile_caches: str = None
 
     def storage_bytes(self):
         """Bytes the weight load will read from storage, or None when unknown."""
@@ -73,7 +98,40 @@ class LoadConditions:
 
     def to_dict(self):
         return {"model_bytes": self.model_bytes, "resident_bytes": self.resident_bytes,
-                "weight_cache": self.weight_cache}
+                "weight_cache": self.weight_cache, "restart_kind": self.restart_kind,
+                "compile_caches": self.compile_caches}
+
+    @classmethod
+    def from_dict(cls, d):
+        """The conditions a trace recorded (to_dict()); ValueError naming a bad field."""
+        if not isinstance(d, dict):
+            raise ValueError("load_conditions must be a JSON object")
+        unknown = sorted(set(d) - set(cls().to_dict()))
+        if unknown:
+            raise ValueError("load_conditions: unknown field(s) %s" % ", ".join(unknown))
+        for key in ("model_bytes", "resident_bytes"):
+            value = d.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise ValueError("load_conditions.%s must be a byte count (an integer >= 0) or null" % key)
+        if not isinstance(d.get("weight_cache", False), bool):
+            raise ValueError("load_conditions.weight_cache must be true or false")
+        for key, allowed in (("restart_kind", RESTART_KINDS), ("compile_caches", COMPILE_CACHE_STATES)):
+            if d.get(key) is not None and d[key] not in allowed:
+                raise ValueError("load_conditions.%s must be one of %s or null" % (key, ", ".join(allowed)))
+        return cls(**d)
+
+    def words(self):
+        """The conditions in one line (replay --eta prints it)."""
+        if self.weight_cache:
+            load = "weights attached from the weight cache"
+        elif self.model_bytes is None or self.resident_bytes is None:
+            load = "page-cache residency not read"
+        else:
+            size = "%.1f GB" % (self.model_bytes / 1e9) if self.model_bytes >= 1e8 else "%d bytes" % self.model_bytes
+            load = "%.0f%% of %s in the page cache" % (
+                100.0 * self.resident_bytes / self.model_bytes if self.model_bytes else 100.0, size)
+        kind = "%s restart" % self.restart_kind if self.restart_kind else "restart kind not recorded"
+        return "%s; %s; compile caches %s" % (load, kind, self.compile_caches or "not read")
 
 
 @dataclass
@@ -85,8 +143,10 @@ class Estimate:
     phase_basis: str = None       # shards | bytes | read_rate_history | page_cache | weight_cache | usual | overdue | bytes+usual | None
     usual_total_s: float = None   # the usual time to ready (median of the history)
     history_starts: int = 0
-    remaining_low_s: float = None   # a range instead of a point, when the phase is overdue
+    remaining_low_s: float = None   # a range instead of a point: the phase is overdue, or its history disagrees
     remaining_high_s: float = None
+    range_reason: str = None      # overdue | history_disagrees | None (a point)
+    phase_range_s: tuple = None   # (shortest, longest) earlier duration of the phase, when they disagree
     overdue_s: float = None       # how far the current phase is past its predicted duration
     usual_phase_s: float = None   # the current phase's predicted duration
     longest_s: float = None       # the longest recorded start of the history
@@ -98,6 +158,7 @@ class Estimate:
                 "phase_remaining_s": _round(self.phase_remaining_s), "phase_basis": self.phase_basis,
                 "usual_total_s": _round(self.usual_total_s), "history_starts": self.history_starts,
                 "remaining_low_s": _round(self.remaining_low_s), "remaining_high_s": _round(self.remaining_high_s),
+                "range_reason": self.range_reason,
                 "overdue_s": _round(self.overdue_s), "bound_s": _round(self.bound_s),
                 "past_bound_s": _round(self.past_bound_s)}
 
@@ -122,6 +183,10 @@ class Estimate:
             return "ETA %s-%s (%s overdue by %s, usual %s; start usual %s)" % (
                 fmt_duration(self.remaining_low_s), fmt_duration(self.remaining_high_s), self.phase,
                 fmt_duration(self.overdue_s), fmt_duration(self.usual_phase_s), usual)
+        if self.range_reason == "history_disagrees":
+            return "ETA %s-%s (%s took %s-%s in earlier starts; usual %s)" % (
+                fmt_duration(self.remaining_low_s), fmt_duration(self.remaining_high_s), self.phase,
+                fmt_duration(self.phase_range_s[0]), fmt_duration(self.phase_range_s[1]), usual)
         return "ETA %s (usual %s)" % (fmt_duration(self.remaining_s), usual)
 
 
@@ -141,6 +206,27 @@ def usual_phase_s(history):
         for p in rec.get("phases") or ():
             by_phase.setdefault(p["phase"], []).append(p["duration_s"])
     return {phase: statistics.median(v) for phase, v in by_phase.items()}
+
+
+def phase_times(history, phase):
+    """The durations of `phase` in the history's starts (a phase entered twice: its sum)."""
+    out = []
+    for rec in history:
+        spans = [p["duration_s"] for p in rec.get("phases") or () if p["phase"] == phase]
+        if spans:
+            out.append(sum(spans))
+    return out
+
+
+def disagreeing_range(durations):
+    """(shortest, longest) of a phase's earlier durations when they disagree (DISAGREE_FACTOR,
+    DISAGREE_MIN_S), else None."""
+    if len(durations) < 2:
+        return None
+    low, high = min(durations), max(durations)
+    if high - low < DISAGREE_MIN_S or high <= DISAGREE_FACTOR * low:
+        return None
+    return low, high
 
 
 def usual_phase_bytes(history):
@@ -303,6 +389,15 @@ class EtaEstimator:
         est.remaining_s = est.phase_remaining_s + ahead
         if est.overdue_s is not None:
             est.remaining_low_s, est.remaining_high_s = ahead, ahead + 2 * est.phase_remaining_s
+            est.range_reason = "overdue"
+        elif est.phase_basis == "usual":
+            # no progress measure: when earlier starts disagree on this phase, what is left of it
+            # runs from the shortest of them to the longest (the point stays the median's)
+            spread = disagreeing_range(phase_times(self.history, phase))
+            if spread is not None:
+                est.phase_range_s, est.range_reason = spread, "history_disagrees"
+                est.remaining_low_s = ahead + max(0.0, spread[0] - in_phase_s)
+                est.remaining_high_s = ahead + max(0.0, spread[1] - in_phase_s)
         self._cap(est)
         return est
 
@@ -316,7 +411,7 @@ class EtaEstimator:
             if est.remaining_high_s is not None:
                 est.remaining_high_s = min(est.remaining_high_s, est.bound_s - est.t)
             return
-        est.remaining_s = est.remaining_high_s = None
+        est.remaining_s = est.remaining_high_s = est.range_reason = est.phase_range_s = None
         if est.t >= est.bound_s:
             est.remaining_low_s, est.past_bound_s = None, est.t - est.bound_s
         else:

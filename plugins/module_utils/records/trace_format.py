@@ -13,11 +13,16 @@ Beyond FORMAT.md, an observation this project writes carries `assessment`: what 
 watcher made of it (Assessment.to_dict(): t, phase, verdict, reason_code, reason,
 evidence, progress, want_stacks, final), the decision it acted on included. The field is
 optional: replay ignores it, and reports read decisions from it (docs/architecture.md).
+Its `eta` is the time-to-ready estimate the watch showed (eta.Estimate.to_dict()), and the
+header's `load_conditions` what that estimate started from (eta.LoadConditions.to_dict():
+page-cache residency, weight cache, restart kind, compile caches); a line carries its own
+`load_conditions` where they changed during the start. `replay --eta` estimates with them.
 """
 import json
 import math
 import os
 
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.eta import LoadConditions
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.redaction import redact
 
 FORMAT = "sglang-trace/1"
@@ -55,7 +60,23 @@ def check_header(header, path="<trace>", line_no=1):
             _expect(isinstance(exp.get("onset_t"), _NUM), path, line_no, "expect.onset_t must be a number")
     _expect(header.get("settings") is None or isinstance(header["settings"], dict), path, line_no,
             "settings must be a JSON object (the detector settings that decided)")
+    _check_conditions(header.get("load_conditions"), path, line_no)
     return header
+
+
+def _check_conditions(recorded, path, line_no):
+    if recorded is None:
+        return
+    try:
+        LoadConditions.from_dict(recorded)
+    except ValueError as e:
+        raise TraceFormatError(path, line_no, str(e))
+
+
+def recorded_conditions(item):
+    """The LoadConditions a trace header or line records (`load_conditions`), or None."""
+    recorded = item.get("load_conditions")
+    return None if recorded is None else LoadConditions.from_dict(recorded)
 
 
 def _number_or_none(value):
@@ -69,10 +90,11 @@ def check_observation(obs, prev_t, path="<trace>", line_no=0):
     _expect(prev_t is None or t >= prev_t, path, line_no, "t goes backwards (%s after %s)" % (t, prev_t))
     typed = (("unit", dict), ("procs", dict), ("gpus", list), ("gpu_procs", list), ("log", list),
              ("http", dict), ("stacks", list), ("missing", dict), ("assessment", dict),
-             ("weight_cache", dict))
+             ("weight_cache", dict), ("load_conditions", dict), ("eta", dict))
     for key, kind in typed:
         if key in obs and obs[key] is not None:
             _expect(isinstance(obs[key], kind), path, line_no, "%s must be a %s" % (key, "list" if kind is list else "JSON object"))
+    _check_conditions(obs.get("load_conditions"), path, line_no)
     for rec in obs.get("log") or ():
         _expect(isinstance(rec, dict) and isinstance(rec.get("msg"), str), path, line_no, "every log record needs a text msg")
         _expect("t" not in rec or (_number_or_none(rec["t"]) and rec["t"] is not None), path, line_no,
@@ -170,11 +192,13 @@ def read_trace(path):
     return header, observations
 
 
-def trace_header(name, unit, poll_s, gpus, description="", settings=None):
+def trace_header(name, unit, poll_s, gpus, description="", settings=None, load_conditions=None):
     """The first line of a trace. No `expect`: a recorded start carries no label.
 
     settings: the DetectorSettings that decide this start; recorded as `settings` (every
     field) with `code` (code_version()), so `replay` decides the trace as it was decided.
+    load_conditions: the LoadConditions (or their dict) the start's ETA estimates with, so
+    `replay --eta` estimates as the start did.
     """
     header = {"format": FORMAT, "name": name, "unit": unit, "poll_s": float(poll_s)}
     if gpus:  # a host where nvidia-smi could not be read leaves the count out
@@ -183,7 +207,13 @@ def trace_header(name, unit, poll_s, gpus, description="", settings=None):
     if settings is not None:
         header["settings"] = settings.to_dict()
         header["code"] = code_version()
+    if load_conditions is not None:
+        header["load_conditions"] = _conditions_dict(load_conditions)
     return header
+
+
+def _conditions_dict(conditions):
+    return conditions.to_dict() if hasattr(conditions, "to_dict") else dict(conditions)
 
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -301,14 +331,20 @@ class TraceWriter:
         self._fh.write(json.dumps(obj, ensure_ascii=False, sort_keys=False) + "\n")
         self._fh.flush()
 
-    def append(self, observation, assessment=None):
+    def append(self, observation, assessment=None, load_conditions=None, eta=None):
         """One observation; with the watcher's assessment of it (an Assessment or its
-        dict) under `assessment`, the optional field replay ignores."""
+        dict) under `assessment`, the optional field replay ignores; the ETA's conditions
+        where they changed since the header or the last line that had them, and the
+        estimate shown (an Estimate or its dict)."""
         if "t" not in observation:
             raise ValueError("trace observations need 't' (use relative_observation)")
         line = dict(observation)
         if assessment is not None:
             line["assessment"] = assessment.to_dict() if hasattr(assessment, "to_dict") else dict(assessment)
+        if load_conditions is not None:
+            line["load_conditions"] = _conditions_dict(load_conditions)
+        if eta is not None:
+            line["eta"] = eta.to_dict() if hasattr(eta, "to_dict") else dict(eta)
         self._write(line)
         self.count += 1
 

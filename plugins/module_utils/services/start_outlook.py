@@ -17,6 +17,7 @@ import dataclasses
 import time
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.eta import EtaEstimator, LoadConditions, slower_than_usual
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host.compile_cache_warmth import compile_cache_warmth
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host.prewarm_reader import model_residency
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.phases import phase_rank
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.start_history import (
@@ -78,16 +79,37 @@ class StartOutlook:
         self.ready_after_s = None
         self._write_failed = False
         self.weight_cache = False           # this start attaches to the weight cache daemon
+        self.kind = None                    # warm | cold | cold_fallback (restart_kind), None: no daemon
+        self.compile_caches = None          # warm | cold | partial: the JIT caches the server finds
+        self.last_estimate = None           # the Estimate of the last poll (the trace records it)
+
+    def _this_start(self, conditions):
+        """conditions with what is known of this start besides the page cache."""
+        return dataclasses.replace(conditions, weight_cache=self.weight_cache, restart_kind=self.kind,
+                                   compile_caches=self.compile_caches)
+
+    def load_conditions(self):
+        """The LoadConditions the ETA estimates this start with now: what its trace records."""
+        return self.estimator.conditions
+
+    def use_recorded_conditions(self, conditions):
+        """Estimate from now on with the LoadConditions a trace recorded (replay)."""
+        self.weight_cache, self.kind, self.compile_caches = (conditions.weight_cache, conditions.restart_kind,
+                                                             conditions.compile_caches)
+        self.estimator.use_conditions(conditions)
 
     def attached_weight_cache(self, on):
         """This start loads its weights from the weight cache daemon (True) or from disk: the
         ETA's weight load is an attach, not a read (eta.LoadConditions.weight_cache)."""
         self.weight_cache = bool(on)
-        self.estimator.use_conditions(dataclasses.replace(self.estimator.conditions, weight_cache=self.weight_cache))
+        self.estimator.use_conditions(self._this_start(self.estimator.conditions))
 
     def restart_kind(self, kind, reason):
-        """warm | cold | cold_fallback, and why not warm (the metrics file says both)."""
+        """warm | cold | cold_fallback, and why not warm (the metrics file says both; the ETA's
+        conditions record the kind)."""
         self.metrics.restart_kind(kind, reason)
+        self.kind = kind
+        self.estimator.use_conditions(self._this_start(self.estimator.conditions))
         if kind != "warm" and self.weight_cache:
             self.attached_weight_cache(False)
         self._write()
@@ -99,15 +121,17 @@ class StartOutlook:
         with no textfile_dir, the estimate alone and no file. host: the inventory name
         (the metrics' `host` label). The page-cache residency of the model is read once
         per start, when SGLang names it; weight_cache: the server loads from an attached
-        weight cache (`--weight-cache-mode client`)."""
+        weight cache (`--weight-cache-mode client`). The compile caches are the folders the
+        unit's environment names (the supervisor runs with it)."""
         history = load_history(supervisor_traces(starts_dir), limit=4 * HISTORY_LIMIT)
+        caches = compile_cache_warmth()
 
         def residency(model):
             return residency_conditions(model, weight_cache)
         if not textfile_dir:
             outlook = cls(unit, history, write=lambda n, text: None, previous_text=None, warn=warn, host=host,
                           read_residency=residency)
-            outlook.weight_cache = bool(weight_cache)
+            outlook.weight_cache, outlook.compile_caches = bool(weight_cache), caches
             return outlook
         name = file_name(unit)
         try:
@@ -117,7 +141,7 @@ class StartOutlook:
             previous = None
         outlook = cls(unit, history, write=lambda n, text: write_textfile(textfile_dir, n, text),
                       previous_text=previous, warn=warn, host=host, read_residency=residency)
-        outlook.weight_cache = bool(weight_cache)
+        outlook.weight_cache, outlook.compile_caches = bool(weight_cache), caches
         return outlook
 
     def _history_of(self, model):
@@ -127,8 +151,7 @@ class StartOutlook:
     def begin_attempt(self, n):
         self.metrics.start(attempt=n)
         conditions = self.conditions if self.conditions is not None else LoadConditions()
-        self.estimator = EtaEstimator(self._history_of(self.model),
-                                      dataclasses.replace(conditions, weight_cache=self.weight_cache))
+        self.estimator = EtaEstimator(self._history_of(self.model), self._this_start(conditions))
         self._residency_read = False
         self.phases, self.ready_after_s = [], None
 
@@ -143,7 +166,7 @@ class StartOutlook:
         if self.model is not None and self.read_residency is not None and not self._residency_read:
             self._residency_read = True
             self._read_conditions(self.model)
-        estimate = self.estimator.update(a)
+        estimate = self.last_estimate = self.estimator.update(a)
         self._track_phase(a)
         self.metrics.observe(a, estimate)
         self._write()
@@ -152,7 +175,7 @@ class StartOutlook:
     def _read_conditions(self, model):
         try:
             conditions = self.read_residency(model)
-            self.estimator.use_conditions(dataclasses.replace(conditions, weight_cache=self.weight_cache))
+            self.estimator.use_conditions(self._this_start(conditions))
         except (OSError, ValueError) as exc:  # the ETA goes on from the history's reads alone
             if self.warn is not None:
                 self.warn("ETA without page-cache residency: %s" % exc)

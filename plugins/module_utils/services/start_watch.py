@@ -67,6 +67,9 @@ class WatchOptions:
     settings: DetectorSettings = dataclasses.field(default_factory=DetectorSettings)
     trace: object = None                 # a TraceTarget, or None: nothing recorded
     outlook: object = None               # a start_outlook.StartOutlook (ETA, metrics file), or None
+    # The StartOutlook whose load conditions and estimate the trace records, when it runs
+    # outside the watch (the supervisor's, in its own poll hook); None: outlook.
+    recorded_outlook: object = None
     # One node of a server over several hosts: decided_elsewhere(t) -> the server's final
     # Assessment once another node decided the start (or gave up), else None.
     decided_elsewhere: object = None
@@ -126,11 +129,12 @@ def _decision(a, obs, watched_s, options):
     return a
 
 
-def _open_trace(target, options, obs):
+def _open_trace(target, options, obs, conditions):
     if target is None:
         return None
     gpus = len(obs.get("gpus") or [])
-    header = trace_header(target.name, target.unit, options.poll_s, gpus, target.description, settings=options.settings)
+    header = trace_header(target.name, target.unit, options.poll_s, gpus, target.description, settings=options.settings,
+                          load_conditions=conditions)
     return (target.open_writer or TraceWriter)(target.path, header)
 
 
@@ -147,6 +151,8 @@ def watch_start(port, options, t0, new_detector=None):
     detector = make(options.settings) if options.observe_only is None else \
         make(options.settings, observe_only=options.observe_only)
     trace, cursor, stacks = None, None, False
+    recorded = options.recorded_outlook or options.outlook
+    recorded_conditions = None
     polls, failures, cost = 0, 0, {}
     obs, decided = {}, Assessment(0.0, "starting", "progressing", "starting", "no observation yet")
     try:
@@ -177,10 +183,14 @@ def watch_start(port, options, t0, new_detector=None):
             port.emit(line if options.observe_only is None else line + SEP + observe_only_words(options.observe_only))
             stacks = bool(a.want_stacks)
             decided = _decision(a, obs, port.clock() - t0, options)
+            # what the ETA estimated with (the header; a line where it changed) and what it showed
+            conditions = recorded.load_conditions() if recorded is not None else None
             if trace is None:
-                trace = _open_trace(options.trace, options, obs)
+                trace, recorded_conditions = _open_trace(options.trace, options, obs, conditions), conditions
             if trace is not None:
-                trace.append(obs, decided)
+                trace.append(obs, decided, load_conditions=conditions if conditions != recorded_conditions else None,
+                             eta=recorded.last_estimate if recorded is not None else None)
+                recorded_conditions = conditions
             if decided.verdict in FINAL_VERDICTS:
                 return WatchResult(decided, polls, cost, obs)
             port.sleep(max(0.0, options.poll_s - (port.clock() - poll_began)))

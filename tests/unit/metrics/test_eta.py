@@ -1,4 +1,6 @@
 """The time-to-ready estimate: the current phase at its own rate, plus the usual phases ahead."""
+import re
+
 import pytest
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.eta import (
@@ -195,3 +197,70 @@ def test_usual_is_the_median_of_the_history_and_slower_than_usual_needs_one_and_
     finished = record(("weight_load", 10), ("post_load", 121))["phases"]
     assert slower_than_usual(finished, history) == [("post_load", 121.0, 80)]
     assert slower_than_usual(record(("post_load", 120))["phases"], history) == []
+
+
+# ---- a phase without a progress measure whose earlier starts disagree: a range ----------
+SHORT_POST = record(("distributed_init", 20), ("weight_load", 500, 550 * GB), ("post_load", 40),
+                    ("kv_cache", 20), ("cuda_graph", 100), ("http_server", 20), ("ready", 0))
+LONG_POST = record(("distributed_init", 20), ("weight_load", 500, 550 * GB), ("post_load", 160),
+                   ("kv_cache", 20), ("cuda_graph", 100), ("http_server", 20), ("ready", 0))
+
+
+def test_a_silent_phase_whose_earlier_starts_disagree_is_a_range_from_the_shortest_to_the_longest():
+    est = EtaEstimator([SHORT_POST, LONG_POST, EARLIER])
+    est.update(a(20, "weight_load"))
+    est.update(a(520, "post_load"))
+    e = est.update(a(550, "post_load"))                      # 30 s in; earlier: 40, 70, 160 s
+    assert e.range_reason == "history_disagrees" and e.phase_range_s == (40, 160)
+    ahead = 20 + 100 + 20
+    assert (e.remaining_low_s, e.remaining_high_s) == (pytest.approx(10 + ahead), pytest.approx(130 + ahead))
+    assert e.remaining_s == pytest.approx(40 + ahead)         # the point stays the median's
+    assert e.text() == "ETA 2m30s-4m30s (post_load took 40s-2m40s in earlier starts; usual 12m10s)"
+    assert e.to_dict()["range_reason"] == "history_disagrees"
+    assert "ETA 2m30s-4m30s" in progress_line(
+        {"t": 550, "phase": "post_load", "verdict": "progressing", "reason": "", "progress": {"elapsed_s": 550}}, e)
+
+
+def test_earlier_starts_that_agree_give_a_point():
+    close = record(("distributed_init", 20), ("weight_load", 500, 550 * GB), ("post_load", 80),
+                   ("kv_cache", 20), ("cuda_graph", 100), ("http_server", 20), ("ready", 0))
+    est = EtaEstimator([EARLIER, close])                      # 70 and 80 s: within 1.5x
+    est.update(a(20, "weight_load"))
+    est.update(a(520, "post_load"))
+    e = est.update(a(550, "post_load"))
+    assert e.range_reason is None and e.remaining_low_s is None and e.text().startswith("ETA ")
+    assert "-" not in e.text().split()[1]
+
+
+def test_a_phase_with_its_own_progress_measure_is_no_range_even_when_the_history_disagrees():
+    fast = record(("distributed_init", 20), ("weight_load", 250, 550 * GB), ("post_load", 70), ("ready", 0))
+    est = EtaEstimator([EARLIER, fast], COLD_NOW)             # loads of 500 and 250 s
+    est.update(a(20, "weight_load", shards_done=0, shards_total=64, read_bytes=0))
+    e = est.update(a(120, "weight_load", shards_done=16, shards_total=64, read_bytes=110 * GB))
+    assert e.phase_basis == "shards" and e.range_reason is None
+
+
+def test_an_overdue_phase_says_overdue_not_disagreement():
+    est = EtaEstimator([SHORT_POST, LONG_POST, EARLIER])
+    est.update(a(20, "weight_load"))
+    est.update(a(520, "post_load"))
+    e = est.update(a(700, "post_load"))                       # 180 s in: past the median (70 s)
+    assert e.range_reason == "overdue" and e.overdue_s == pytest.approx(110)
+
+
+# ---- the conditions a trace records ------------------------------------------------------
+def test_load_conditions_round_trip_through_their_dict_and_refuse_bad_fields():
+    c = LoadConditions(model_bytes=548 * GB, resident_bytes=0, weight_cache=False, restart_kind="cold",
+                       compile_caches="warm")
+    assert LoadConditions.from_dict(c.to_dict()) == c
+    assert LoadConditions.from_dict({}) == LoadConditions()
+    assert c.words() == "0% of 548.0 GB in the page cache; cold restart; compile caches warm"
+    assert LoadConditions(weight_cache=True).words().startswith("weights attached from the weight cache")
+    for bad, says in (({"model_bytes": -1}, "model_bytes must be a byte count"),
+                      ({"resident_bytes": True}, "resident_bytes must be a byte count"),
+                      ({"weight_cache": "yes"}, "weight_cache must be true or false"),
+                      ({"restart_kind": "tepid"}, "restart_kind must be one of warm, cold, cold_fallback"),
+                      ({"compile_caches": 3}, "compile_caches must be one of warm, cold, partial"),
+                      ({"page_cache": 1}, "unknown field(s) page_cache"), ([], "must be a JSON object")):
+        with pytest.raises(ValueError, match=re.escape(says)):
+            LoadConditions.from_dict(bad)

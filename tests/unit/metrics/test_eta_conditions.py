@@ -67,3 +67,17 @@ def test_conditions_given_by_the_caller_hold_for_every_attempt():
     outlook = StartOutlook(UNIT, conditions=given)
     outlook.begin_attempt(2)
     assert outlook.estimator.conditions == given
+
+
+def test_the_model_is_named_in_both_families_of_server_args_lines(tmp_path):
+    from ansible_collections.sglang_ops.serving.plugins.module_utils.model.sglang_dialect import model_path_of
+    assert model_path_of("server_args=ServerArgs(model_path='/models/Kimi-K2.6', tp_size=8)") == "/models/Kimi-K2.6"
+    assert model_path_of("[2026-12-04 03:02:04] server_args={'model_path': '/models/Kimi-K2.6', 'tp_size': 8}") \
+        == "/models/Kimi-K2.6"
+    assert model_path_of("server_args={'tokenizer_path': '/models/tok'}") is None
+    folder = model_folder(tmp_path, [4096])
+    outlook = StartOutlook.on_host(UNIT, None, starts_dir=str(tmp_path / "starts"))
+    outlook.begin_attempt(1)
+    outlook.on_poll({"t": 1.0, "log": [{"t": 0.0, "msg": "server_args={'model_path': '%s', 'tp_size': 8}" % folder}]},
+                    assessment(1.0))
+    assert outlook.estimator.conditions.model_bytes == 4096        # the 0.5.23 line names the model too
