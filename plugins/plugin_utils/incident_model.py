@@ -15,7 +15,7 @@ from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_eviden
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_timeline import (
     TimelineEntry, phase_spans, run_axis_offsets, shifted_entries, shifted_spans, timeline)
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_words import (  # noqa: F401 (re-exported)
-    OTHER_CODE_TITLES, PHASE_WORDS, fmt_duration, fmt_t, observe_only_sentence, utc)
+    OTHER_CODE_TITLES, fmt_duration, phase_words, fmt_t, observe_only_sentence, utc)
 
 DIAGNOSTIC_EXCERPT_LINES = 40
 
@@ -255,7 +255,7 @@ def _summary(inc, fc, lines, spans):
     else:
         what = "No verdict: the watch of %s ended before the detector decided (%s)." % (
             inc.unit, inc.reason or "no reason given")
-    phase = "Phase: %s — %s." % (inc.phase, PHASE_WORDS.get(inc.phase, inc.phase))
+    phase = "Phase: %s — %s." % (inc.phase, phase_words(inc.phase, inc.attempts[-1].restart_kind if inc.attempts else ""))
     spans = [p for p in spans if inc.decided_t is None or p.start_t <= inc.decided_t]
     if spans and inc.verdict != "ready":
         current = spans[-1]
@@ -363,7 +363,8 @@ def build_incident(header, observations, assessments, run=None, diagnostics=None
     if hand_over:
         inc.evidence = ["Restart action: %s" % redact(reason)] + _preflight_evidence(run)
     inc.automation = _automation(run, run_attempts, fc, verdict)
-    inc.timeline = timeline(assessments, spans, lines, decision, decided_t, verdict)
+    inc.timeline = timeline(assessments, spans, lines, decision, decided_t, verdict,
+                            last_attempt.restart_kind if last_attempt else "")
     inc.key_log_lines = [ln.render() for ln in lines if ERROR_LINE.search(ln.text)][:20]
     inc.diagnostics = [excerpt(name, text) for name, text in sorted((diagnostics or {}).items(), key=_diag_order)]
     inc.summary = _summary(inc, fc, lines, spans)
@@ -382,7 +383,8 @@ def _tell_every_attempt(inc, earlier, observations, spans):
         a, offset = inc.attempts[i], offsets[i]
         a.offset_s = offset
         own = phase_spans(assessed, a.t if a.t is not None else lengths[i])
-        entries = timeline(assessed, own, trace_signals.log_lines(obs), {"reason": a.reason}, a.t, a.verdict)
+        entries = timeline(assessed, own, trace_signals.log_lines(obs), {"reason": a.reason}, a.t, a.verdict,
+                           a.restart_kind)
         all_phases += shifted_spans(own, offset, a.n)
         all_entries += [TimelineEntry(offset, "phase", "attempt %d began" % a.n)] + shifted_entries(entries, offset, a.n)
         all_obs += [dict(o, t=float(o["t"]) + offset) for o in obs]

@@ -6,7 +6,7 @@ attempt's watch began, each attempt's own times shifted by when its watch began.
 from dataclasses import dataclass, replace
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.redaction import redact
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_words import PHASE_WORDS
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_words import phase_words
 
 MAX_TIMELINE_LOG_LINES = 60
 
@@ -49,8 +49,8 @@ def phase_spans(assessments, end_t):
     return spans
 
 
-def timeline(assessments, spans, lines, decision, decided_t, verdict):
-    entries = [TimelineEntry(p.start_t, "phase", "phase %s (%s)" % (p.phase, PHASE_WORDS.get(p.phase, p.phase)))
+def timeline(assessments, spans, lines, decision, decided_t, verdict, restart_kind=""):
+    entries = [TimelineEntry(p.start_t, "phase", "phase %s (%s)" % (p.phase, phase_words(p.phase, restart_kind)))
                for p in spans]
     prev = None
     for a in assessments:

@@ -18,6 +18,17 @@ PHASE_WORDS = {
     "stopping": "stopping the unit and waiting for its processes and GPU memory to go",
     "unknown": "a step of the restart procedure",
 }
+# A warm start (attached to the weight cache daemon, docs/restart-speed.md) reads no shard
+# from disk in weight_load: it maps the weights the daemon holds on the GPUs.
+WARM_PHASE_WORDS = {"weight_load": "attaching to the weights the weight cache daemon holds; a warm start reads no shard "
+                                   "from disk"}
+
+
+def phase_words(phase, restart_kind=""):
+    """What the phase is, in words, for a start of restart_kind (warm | cold | ...)."""
+    if restart_kind == "warm" and phase in WARM_PHASE_WORDS:
+        return WARM_PHASE_WORDS[phase]
+    return PHASE_WORDS.get(phase, phase)
 
 
 # Reason codes the report may meet that are not failure classes (failure_classes.py).

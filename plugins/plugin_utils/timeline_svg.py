@@ -3,7 +3,10 @@
 Panels share one time axis: GPU memory, GPU utilisation, weight shards, disk reads, CPU.
 Phase bands run behind all panels; the verdict is a red line with its label, the onset
 of the failure a dashed line. A run of several attempts is drawn on one axis, the earliest
-first (t = 0: the first attempt's watch began), each earlier attempt's verdict a line of its own.
+first (t = 0: the first attempt's watch began), each earlier attempt's verdict a line of its own,
+and the time between two attempts (the unit restarted, the weight cache daemon reloading the
+weights before a cold start) a hatched band saying what happened there; no line is drawn
+across it. Each panel keeps a strip at its top for its title and legend, above the lines.
 """
 import math
 from xml.sax.saxutils import escape, quoteattr
@@ -15,15 +18,25 @@ LEFT_PX = 56
 RIGHT_PX = 30
 TOP_PX = 64
 PANEL_H_PX = 92
+PANEL_HEADER_PX = 17      # the panel's title and legend; the lines stay below it
 GAP_PX = 22
-BOTTOM_PX = 64
+BOTTOM_PX = 78           # the time axis, two rows of phase legend, the onset label
 AFTER_DECISION_MIN_S = 120.0
 AFTER_DECISION_SHARE = 0.3
 
+# One hue per phase, far enough apart to tell the bands of neighbouring phases apart
+# (tests/unit/report/test_report_timeline_svg.py checks the distance of every pair).
 PHASE_COLOURS = {
-    "starting": "#eeeeee", "distributed_init": "#dbe9f6", "weight_load": "#dff0d8",
-    "post_load": "#fcf3cf", "kv_cache": "#e8daef", "jit_compile": "#fdebd0",
-    "cuda_graph": "#d6eaf8", "http_server": "#d1f2eb", "warmup": "#fadbd8", "ready": "#d5f5e3",
+    "starting": "#e0e0e0", "distributed_init": "#a4bdf5", "weight_load": "#c5e8b0",
+    "post_load": "#f8ec9c", "kv_cache": "#dcb8f2", "jit_compile": "#fcc68a",
+    "cuda_graph": "#94e6d4", "http_server": "#f9a8c8", "warmup": "#ef9a90", "ready": "#7fd39c",
+}
+BETWEEN_COLOUR = "#8c8c8c"
+# What the time between two attempts was spent on, by the earlier attempt's action (run.json).
+BETWEEN_WORDS = {
+    "restarted cold": ("cold restart", "weight cache daemon", "reloading the weights"),
+    "restarted by systemd": ("systemd restarts", "the unit"),
+    "restarted": ("restart", "unit stopped, GPUs", "released, started"),
 }
 VERDICT_COLOURS = {"failed": "#c0392b", "stalled": "#c0392b", "ready": "#1e8449"}
 
@@ -44,11 +57,16 @@ def _num(value):
     return ("%.1f" % value).rstrip("0").rstrip(".")
 
 
-def _segments(ts, values, t_max):
+def _segments(ts, values, t_max, gaps=()):
+    """Runs of consecutive points to draw as one line: broken where a value is missing and
+    across the time between two attempts (gaps: [(from_t, to_t, ...)])."""
     seg, out = [], []
     for t, v in zip(ts, values):
         if t > t_max:
             break
+        if seg and any(seg[-1][0] <= g[0] and t >= g[1] for g in gaps):
+            out.append(seg)
+            seg = []
         if v is None:
             if seg:
                 out.append(seg)
@@ -81,6 +99,20 @@ def _time_step(t_max, ticks=8):
     return float(_TIME_STEPS_S[-1])
 
 
+def between_attempts(inc):
+    """[(from_t, to_t, lines of words)] on the run's axis: from the end of each earlier
+    attempt's watch to the start of the next one's."""
+    if len(inc.attempts) < 2 or inc.run_offset_s <= 0:
+        return []
+    out = []
+    for a, b in zip(inc.attempts, inc.attempts[1:]):
+        end = a.offset_s + (a.t or 0.0)
+        if b.offset_s - end >= 1.0:
+            words = BETWEEN_WORDS.get(a.action, ("between attempts",))
+            out.append((end, b.offset_s, (words[0] + " " + fmt_duration(b.offset_s - end),) + tuple(words[1:])))
+    return out
+
+
 def chart_end_t(inc):
     """Where the time axis ends: a recorded trace can run on long after the decision, and
     that tail would squeeze the part that matters; keep a margin after the decision."""
@@ -97,6 +129,7 @@ def render_svg(inc):
     t_max = chart_end_t(inc)
     last_t = max([inc.run_offset_s + inc.last_t] + (s.t or [0.0]))
     several = len(inc.attempts) > 1 and inc.run_offset_s > 0
+    gaps = between_attempts(inc)
     panels = _panels(s)
     height = TOP_PX + len(panels) * (PANEL_H_PX + GAP_PX) + BOTTOM_PX
     plot_w = WIDTH_PX - LEFT_PX - RIGHT_PX
@@ -125,6 +158,28 @@ def render_svg(inc):
         if x1 - x0 > 7 * len(p.phase) + 8:
             out.append('<text x="%.1f" y="%d" fill="#555">%s</text>' % (x0 + 3, TOP_PX - 4, escape(p.phase)))
     out.append("</g>")
+    if gaps:
+        out.append('<defs><pattern id="between-hatch" width="6" height="6" patternUnits="userSpaceOnUse" '
+                   'patternTransform="rotate(45)"><rect width="6" height="6" fill="#f2f2f2"/>'
+                   '<line x1="0" y1="0" x2="0" y2="6" stroke="%s" stroke-width="1.2"/></pattern></defs>' % BETWEEN_COLOUR)
+        out.append('<g id="between-attempts">')
+        for t0, t1, words in gaps:
+            if t0 > t_max:
+                continue
+            x0, x1 = x(t0), x(min(t1, t_max))
+            out.append('<g class="between" data-from="%.1f" data-to="%.1f"><rect x="%.1f" y="%d" width="%.1f" '
+                       'height="%d" fill="url(#between-hatch)"/>' % (
+                           t0, t1, x0, TOP_PX - 14, max(x1 - x0, 0.5), bottom - TOP_PX + 14))
+            # the words on a white card in the middle of the band, one line each
+            width = 6.2 * max(len(w) for w in words) + 8
+            cx, cy = (x0 + x1) / 2, TOP_PX + PANEL_H_PX + GAP_PX // 2
+            out.append('<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="white" stroke="%s" rx="3"/>' % (
+                cx - width / 2, cy - 12, width, 14 * len(words) + 8, BETWEEN_COLOUR))
+            for k, w in enumerate(words):
+                out.append('<text x="%.1f" y="%d" text-anchor="middle" fill="#333"%s>%s</text>' % (
+                    cx, cy + 2 + 14 * k, ' font-weight="bold"' if k == 0 else "", escape(w)))
+            out.append("</g>")
+        out.append("</g>")
 
     for i, (label, lines, fixed_max) in enumerate(panels):
         top = TOP_PX + i * (PANEL_H_PX + GAP_PX)
@@ -132,17 +187,20 @@ def render_svg(inc):
         y_max = fixed_max or _nice_max(max(values) if values else 0.0)
 
         def y(v, top=top, y_max=y_max):
-            return top + PANEL_H_PX - PANEL_H_PX * min(v, y_max) / y_max
+            return top + PANEL_H_PX - (PANEL_H_PX - PANEL_HEADER_PX) * min(v, y_max) / y_max
 
         out.append('<g class="panel" data-panel=%s>' % quoteattr(label))
         out.append('<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#999"/>' % (
             LEFT_PX, top, plot_w, PANEL_H_PX))
         out.append('<text x="%d" y="%d" font-weight="bold">%s</text>' % (LEFT_PX + 6, top + 13, escape(label)))
-        out.append('<text x="%d" y="%d" text-anchor="end" fill="#777">%s</text>' % (LEFT_PX - 6, top + 10, _num(y_max)))
+        out.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#ddd"/>' % (
+            LEFT_PX, top + PANEL_HEADER_PX, LEFT_PX + plot_w, top + PANEL_HEADER_PX))
+        out.append('<text x="%d" y="%d" text-anchor="end" fill="#777">%s</text>' % (
+            LEFT_PX - 6, top + PANEL_HEADER_PX + 4, _num(y_max)))
         out.append('<text x="%d" y="%d" text-anchor="end" fill="#777">0</text>' % (LEFT_PX - 6, top + PANEL_H_PX))
         for n, (key, legend, colour) in enumerate(lines):
             out.append('<g id=%s class="series">' % quoteattr("series-" + key))
-            for seg in _segments(s.t, getattr(s, key), t_max):
+            for seg in _segments(s.t, getattr(s, key), t_max, gaps):
                 pts = " ".join("%.1f,%.1f" % (x(t), y(v)) for t, v in seg)
                 if len(seg) == 1:
                     out.append('<circle cx="%.1f" cy="%.1f" r="2" fill="%s"/>' % (x(seg[0][0]), y(seg[0][1]), colour))
@@ -173,16 +231,21 @@ def render_svg(inc):
 
     # phase legend: narrow bands carry no label of their own
     out.append('<g id="phase-legend">')
-    lx = LEFT_PX + 230
-    seen = []
+    entries = []
     for p in inc.phases:
-        if p.phase in seen:
-            continue
-        seen.append(p.phase)
+        if p.phase not in [e[0] for e in entries] and p.start_t <= t_max and p.end_t > p.start_t:
+            entries.append((p.phase, PHASE_COLOURS.get(p.phase, "#f4f6f6")))
+    if gaps:
+        entries.append(("between attempts", "url(#between-hatch)"))
+    lx, row = LEFT_PX + 230, 0
+    for name, fill in entries:
+        width = 24 + 7 * len(name)
+        if lx + width > WIDTH_PX - RIGHT_PX and row == 0:   # a second row rather than off the edge
+            lx, row = LEFT_PX + 230, 1
         out.append('<rect x="%d" y="%d" width="10" height="10" fill="%s" stroke="#999"/>' % (
-            lx, bottom + 25, PHASE_COLOURS.get(p.phase, "#f4f6f6")))
-        out.append('<text x="%d" y="%d">%s</text>' % (lx + 14, bottom + 34, escape(p.phase)))
-        lx += 24 + 7 * len(p.phase)
+            lx, bottom + 25 + 15 * row, fill))
+        out.append('<text x="%d" y="%d">%s</text>' % (lx + 14, bottom + 34 + 15 * row, escape(name)))
+        lx += width
     out.append("</g>")
 
     if several:
@@ -202,7 +265,7 @@ def render_svg(inc):
         xo = x(off + inc.onset_t)
         out.append('<g id="onset-marker"><line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#c0392b" '
                    'stroke-dasharray="4,3"/><text x="%.1f" y="%d" fill="#c0392b" text-anchor="middle">onset %s</text></g>' % (
-                       xo, TOP_PX - 14, xo, bottom + 5, xo, bottom + 50, escape(fmt_duration(inc.onset_t))))
+                       xo, TOP_PX - 14, xo, bottom + 5, xo, bottom + 64, escape(fmt_duration(inc.onset_t))))
     if inc.decided_t is not None:
         xv = x(off + inc.decided_t)
         colour = VERDICT_COLOURS.get(inc.verdict, "#555")
