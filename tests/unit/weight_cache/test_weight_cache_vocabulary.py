@@ -96,3 +96,35 @@ def test_an_engine_launched_without_a_healthy_daemon_is_warm_only_if_it_attached
     kind = wc.StartKind(daemon_healthy=False)
     assert kind.to_record() == {"restart_kind": "cold", "restart_kind_reason": "daemon_not_healthy"}
     assert kind.on_line(ATTACHED) and kind.warm and kind.attached
+
+
+INT4_CONFIG = {"quantization_config": {"quant_method": "compressed-tensors", "format": "pack-quantized"}}
+BLOCK_FP8 = {"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}
+
+
+@pytest.mark.parametrize("flags, model_config, method, source", [
+    ([], INT4_CONFIG, "compressed-tensors", "config.json quantization_config.quant_method"),
+    ([], {"architectures": ["X"]}, "", "config.json (no quantization_config)"),
+    ([], None, "", "config.json (no quantization_config)"),
+    (["--quantization", "awq"], INT4_CONFIG, "awq", "--quantization"),
+    (["--kv-cache-dtype", "fp8_e4m3", "--quantization=fp8"], None, "fp8", "--quantization"),
+])
+def test_the_quantization_method_is_resolved_as_sglang_does(flags, model_config, method, source):
+    found, _config, where = wc.quant_method_of(flags, model_config)
+    assert (found, where) == (method, source)
+
+
+@pytest.mark.parametrize("method, model_config, held", [
+    ("", {}, True),
+    ("fp8", BLOCK_FP8, True),
+    ("fp8", {"quantization_config": {"quant_method": "fp8"}}, False),   # per-tensor FP8
+    ("fp8", {}, False),
+    ("compressed-tensors", INT4_CONFIG, False),
+    ("gptq", {}, False),
+])
+def test_the_pinned_allowlist_holds_only_unquantized_and_block_wise_fp8(method, model_config, held):
+    assert wc.pinned_ipc_quant_supported(method, model_config.get("quantization_config")) is held
+
+
+def test_the_pinned_allowlist_in_words():
+    assert wc.accepted_words(wc.PINNED_IPC_QUANT_ALLOWLIST) == "none (unquantized), 'fp8' (with weight_block_size set)"
