@@ -32,8 +32,10 @@ def service_name(unit):
 # On-call's hold of a unit (docs/runbook.md#stop-the-automation): a runtime drop-in whose
 # condition is false while the drop-in itself exists, so systemd starts the unit for nobody
 # (its own restarts, a converge, a restart run, a hand-typed start) and a skipped start is
-# neither a failure nor a step towards the start limit. `systemctl mask --runtime` cannot do
-# this for a unit in /etc/systemd/system (systemd#10583).
+# neither a failure nor a step towards the start limit; Restart=no leaves a start the
+# supervisor stops failed, so the OnFailure= handler (services/unit_failed.py) ends it in the
+# metrics without paging. `systemctl mask --runtime` cannot hold a unit in /etc/systemd/system
+# (systemd#10583).
 HOLD_DROPIN = "sglang-ops-hold.conf"
 
 
@@ -43,7 +45,7 @@ def hold_path(unit):
 
 def hold_text(unit):
     """The drop-in's content (docs/runbook.md writes the same two lines)."""
-    return "[Unit]\nConditionPathExists=!%s\n" % hold_path(unit)
+    return "[Unit]\nConditionPathExists=!%s\n[Service]\nRestart=no\n" % hold_path(unit)
 
 
 @dataclass

@@ -12,6 +12,10 @@ human, and the supervisor can only record the first itself:
 - no_restart: a start ended with a class a restart cannot help (its exit status is in
   RestartPreventExitStatus=); the supervisor already wrote gave_up in the metrics.
 
+A unit on-call holds (its hold drop-in, host/systemd_unit.hold_path, sets Restart=no) fails
+when its supervisor stops a start; that needs nobody: the handler ends the watched start in
+the metrics (interrupted, no human needed) so no alert reads a start still in progress.
+
 systemd 252 (Debian 12) keeps Result=exit-code when it refuses the restart ("Start request
 repeated too quickly"), so a restartable result with no restart coming (the unit stays
 failed, neither auto-restart nor activating, for RESTART_WAIT_S) is a start limit too. A
@@ -27,6 +31,7 @@ import sys
 import time
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records import start_records
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host.systemd_unit import hold_path
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.failure_classes import class_of_exit_code
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.start_metrics import (
     StartMetrics, file_name, write_textfile)
@@ -109,6 +114,15 @@ def _systemctl_show(unit):
     return dict(line.split("=", 1) for line in out.split("\n") if "=" in line)
 
 
+def held(unit, exists=os.path.exists):
+    """The hold drop-in's path when on-call holds the unit (docs/runbook.md#stop-the-automation), else None."""
+    try:
+        path = hold_path(unit)
+    except ValueError:
+        return None
+    return path if exists(path) else None
+
+
 def record(settings, unit, why, now, warn):
     """needed_human in the current start's verdict.json and, for a start limit, the metrics
     file's end of the run (in progress 0, gave_up, needed a human). The start record
@@ -137,7 +151,7 @@ def _write_json(path, data):
     os.replace(tmp, path)
 
 
-def _finish_metrics(settings, rec, now, warn):
+def _finish_metrics(settings, rec, now, warn, outcome="gave_up"):
     name = file_name(settings.unit)
     try:
         with open(os.path.join(settings.metrics_dir, name), encoding="utf-8") as fh:
@@ -145,7 +159,7 @@ def _finish_metrics(settings, rec, now, warn):
     except OSError:
         previous = None
     metrics = StartMetrics(settings.unit, previous_text=previous, clock=lambda: now, host=settings.host)
-    metrics.finish("gave_up", rec.get("reason_code") or "", (rec.get("restarts") or 0) + 1,
+    metrics.finish(outcome, rec.get("reason_code") or "", (rec.get("restarts") or 0) + 1,
                    phases=record_phases(rec))
     try:
         write_textfile(settings.metrics_dir, name, metrics.render())
@@ -171,6 +185,15 @@ def main(argv, environ=None, show=None, now=time.time, sleep=time.sleep):
         sys.stderr.write("sglang-unit-failed: %s\n" % text)
 
     result, status = unit_result(unit, environ, show)
+    hold = held(unit)
+    if hold and result and result != "success":
+        name = start_records.current_name(settings.starts_dir)
+        rec = start_records.read_record(settings.starts_dir, name) if name else None
+        if rec is not None and settings.metrics_dir:
+            _finish_metrics(settings, rec, now(), say, outcome="interrupted")
+        say("%s failed with %s (exit status %s) while on-call holds it (%s): systemd does not start it again "
+            "until the hold is released; nothing to page" % (unit, result, status, hold))
+        return 0
     why = needs_human(result, status)
     if why is None and result and result != "success":
         why = needs_human(result, status, restart_coming(unit, show, sleep))

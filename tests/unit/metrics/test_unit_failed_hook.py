@@ -117,3 +117,22 @@ def test_bad_settings_or_usage_are_refused_with_their_status(tmp_path, capsys):
     assert unit_failed.main(["--settings", str(bad), "x.service"], environ={}) == 64
     assert unit_failed.main(["x.service"], environ={}) == 2
     assert "unknown setting(s)" in capsys.readouterr().err
+
+
+def test_a_start_stopped_while_on_call_holds_the_unit_pages_nobody_and_ends_the_watch(tmp_path, monkeypatch, capsys):
+    """The hold's Restart=no leaves the unit failed; the handler reads the hold drop-in, ends
+    the start in the metrics without a human needed, and marks nothing in the record."""
+    settings, starts, metrics = _host(tmp_path)
+    hold = tmp_path / "sglang-ops-hold.conf"
+    hold.write_text("[Unit]\n")
+    monkeypatch.setattr(unit_failed, "hold_path", lambda unit: str(hold))
+    assert _run(settings, {"MONITOR_SERVICE_RESULT": "exit-code", "MONITOR_EXIT_STATUS": "76"}, LEFT_FAILED) == 0
+    record = json.loads((starts / NAME / "verdict.json").read_text())
+    assert "needed_human" not in record
+    text = (metrics / "sglang_ops_sglang_k26_ddtree.prom").read_text()
+    assert 'sglang_start_in_progress{host="gpu-a1",unit="%s"} 0' % UNIT in text
+    assert 'sglang_last_start_needed_human{host="gpu-a1",unit="%s"} 0' % UNIT in text
+    assert "while on-call holds it (%s)" % hold in capsys.readouterr().err
+    hold.unlink()   # released: the same failure is a start limit again
+    assert _run(settings, {"MONITOR_SERVICE_RESULT": "exit-code", "MONITOR_EXIT_STATUS": "76"}, LEFT_FAILED) == 0
+    assert json.loads((starts / NAME / "verdict.json").read_text())["needed_human"]["why"] == "start_limit"
