@@ -2,7 +2,7 @@
 as its child in the same cgroup and watching every start with the restart action's
 probe, detector and watch loop (docs/architecture.md, "Every start watched").
 
-    python3 -I sglang-supervisor --settings FILE.json -- SERVER ARGV...
+    python3 -I sglang-supervisor --settings FILE.json [--once] -- SERVER ARGV...
 
 - The server's output passes through the log filter (module_utils/services/log_filter.py) into
   the journal, and each line is handed to the detector as it arrives.
@@ -22,6 +22,10 @@ probe, detector and watch loop (docs/architecture.md, "Every start watched").
   started (supervisor_settings.py, exit 64); any other exception kills the server and
   exits supervisor_fault (65); a record that cannot be written is a warning; the log is
   kept in bounded memory (log_pump.py); durations are on a monotonic clock (clock()).
+- --once: one start watched by a plain process, no systemd around it (a GPU test machine,
+  a shell): once the start is decided the server is stopped and the supervisor exits, 0
+  when it came up ready, the failure class's status otherwise; no liveness checks after
+  ready. Without $NOTIFY_SOCKET nothing is sent, with or without --once (sd_notify.py).
 - Every progress line carries the ETA from the host's earlier starts (module_utils/
   start_outlook.py); with metrics_dir set, the start's metrics file (phase, ETA,
   restarts, hangs after ready) is rewritten there every poll for node_exporter.
@@ -112,8 +116,9 @@ class Supervisor:
     time since, so it reads as epoch seconds and never jumps with the wall clock.
     """
 
-    def __init__(self, settings, argv, notifier=None, wall=time.time, mono=time.monotonic, out_fd=1):
+    def __init__(self, settings, argv, notifier=None, wall=time.time, mono=time.monotonic, out_fd=1, once=False):
         self.s = settings
+        self.once = once         # --once: exit when the start is decided, the server stopped
         self.argv = list(argv)
         self.notify = notifier or sd_notify.Notifier()
         self.wall, self.mono = wall, mono
@@ -583,6 +588,10 @@ class Supervisor:
             self.notify.ready("ready after %s%s%s%s" % (fmt_duration(ready_after), kind, SEP, a.reason))
             if self.outlook is not None:
                 self.outlook.finish("ready", "ready", self.attempt)
+            if self.once:
+                self.say("--once: the start is decided (ready); stopping the server")
+                self._stop_child()
+                return self._finish("ready", "ready", "ready", a.reason, 0)
             code, reason = self._serve_cache() if self.serves_cache else self._serve()
             return self._fail("failed", "ready", code, reason)
         except _Stopped:
@@ -631,22 +640,27 @@ def _cpu_s():
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+USAGE = "usage: sglang-supervisor --settings FILE.json [--once] -- SERVER ARGV...\n"
+
+
 def main(argv, notifier=None):
-    """sglang-supervisor --settings FILE.json -- SERVER ARGV...; the exit status. Nothing
+    """sglang-supervisor --settings FILE.json [--once] -- SERVER ARGV...; the exit status. Nothing
     escapes as a traceback: a bad setting is one line and the supervisor_config status
     before anything is started; any other exception is one line and the supervisor_fault
     status, after the server was stopped."""
     sup = None
     try:
-        if len(argv) < 4 or argv[0] != "--settings" or argv[2] != "--":
-            sys.stderr.write("usage: sglang-supervisor --settings FILE.json -- SERVER ARGV...\n")
+        once = len(argv) > 2 and argv[2] == "--once"
+        server_at = 4 if once else 3
+        if len(argv) <= server_at or argv[0] != "--settings" or argv[server_at - 1] != "--":
+            sys.stderr.write(USAGE)
             return exit_code(CONFIG_ERROR)
         try:
             settings = SupervisorSettings.load(argv[1])
         except ValueError as e:
             sys.stderr.write("sglang-supervisor: %s\n" % e)
             return exit_code(CONFIG_ERROR)
-        sup = Supervisor(settings, argv[3:], notifier=notifier)
+        sup = Supervisor(settings, argv[server_at:], notifier=notifier, once=once)
         signal.signal(signal.SIGTERM, lambda *_: sup.stop_requested.set())
         signal.signal(signal.SIGINT, lambda *_: sup.stop_requested.set())
         status = sup.run()

@@ -29,12 +29,13 @@ runpy.run_path(%r, run_name="__main__")
 """
 
 
-def supervisor_command(settings_path, server, prelude=None):
-    """The supervisor's command line as the unit runs it (standard library only)."""
+def supervisor_command(settings_path, server, prelude=None, options=()):
+    """The supervisor's command line as the unit runs it (standard library only); options
+    go between the settings and `--` (--once)."""
     if prelude is None:
-        return [sys.executable, "-I", "-S", SUPERVISOR, "--settings", str(settings_path), "--", *server]
+        return [sys.executable, "-I", "-S", SUPERVISOR, "--settings", str(settings_path), *options, "--", *server]
     boot = BOOT % (COLLECTIONS, prelude, SUPERVISOR, SUPERVISOR)
-    return [sys.executable, "-I", "-S", "-c", boot, "--settings", str(settings_path), "--", *server]
+    return [sys.executable, "-I", "-S", "-c", boot, "--settings", str(settings_path), *options, "--", *server]
 
 
 class NotifyListener:
@@ -131,7 +132,8 @@ def supervise(tmp_path, model_dir):
     runs = []
 
     def _supervise(fault=None, settings=None, standin=None, api_key=None, tp=2, extra_args=(), prelude=None,
-                   server=None):
+                   server=None, plain=False):
+        # plain: a plain process watching one start (--once), no $NOTIFY_SOCKET: no systemd around it
         # One port allocator for every real server the tests run. Imported here: the collection
         # ships this folder's record tests but not the stand-in's tests (galaxy.yml).
         from standin.conftest import free_port
@@ -155,7 +157,7 @@ def supervise(tmp_path, model_dir):
         settings_path.write_text(json.dumps(conf))
         notify = NotifyListener(str(tmp_path / "notify"))
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_", "PYTHON"))}
-        env.update({"PYTHONPATH": SRC, "PYTHONUNBUFFERED": "1", "NOTIFY_SOCKET": notify.path,
+        env.update({"PYTHONPATH": SRC, "PYTHONUNBUFFERED": "1",
                     "SGLANG_STANDIN_CONFIG": str(tmp_path / "standin.json"),
                     "SGLANG_STANDIN_STATE_DIR": str(tmp_path / "state"),
                     "SGLANG_STANDIN_FAULTS_FILE": str(tmp_path / "faults.json"),
@@ -163,6 +165,10 @@ def supervise(tmp_path, model_dir):
                     "SGLANG_STANDIN_CUDA_GRAPH_BATCHES": "4", "SGLANG_STANDIN_SPIN_DUTY": "0.3",
                     "SGLANG_DG_CACHE_DIR": str(tmp_path / "dg-cache"),
                     "SGLANG_STANDIN_HEALTH_CHECK_TIMEOUT_S": "1"})
+        if plain:
+            env.pop("NOTIFY_SOCKET", None)
+        else:
+            env["NOTIFY_SOCKET"] = notify.path
         env.update(standin or {})
         if fault is not None:
             env["SGLANG_STANDIN_FAULT"] = json.dumps(fault)
@@ -173,7 +179,7 @@ def supervise(tmp_path, model_dir):
                 server += ["--config", str(key_file)]
         out_path = str(tmp_path / "supervisor.out")
         with open(out_path, "wb") as out:
-            proc = subprocess.Popen(supervisor_command(settings_path, server, prelude),
+            proc = subprocess.Popen(supervisor_command(settings_path, server, prelude, ("--once",) if plain else ()),
                                     env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True)
         run = Run(tmp_path, port, notify, proc, out_path, starts)
