@@ -25,6 +25,15 @@ and, with tests/gpu/tp_server.py (one process per GPU, NCCL; needs --tp-size GPU
                  ends (GPU pinned, host in synchronize)                   -> stalled
   init_hang      one rank never comes: the others wait in the rendezvous
                  of init_process_group                                    -> stalled
+  capture        graph capture of GPU-bound forwards for --capture-s s,
+                 constant stacks, no log line, then ready                 -> ready
+  soft_oom       a caught OutOfMemoryError with its traceback, then
+                 --cpu-phase-s s of CPU-only work, then ready             -> ready
+  sticky         two ranks on one GPU: rank 0 hits a device-side assert
+                 (out-of-bounds index) and waits, rank 1 waits for it in
+                 an all-reduce                                           -> failed
+  bind           the HTTP port is held by another socket: uvicorn's bind
+                 error, then the processes idle in poll loops             -> failed
 
 This script plays the part systemd plays on a real host: it is the service's parent,
 so it fills the observation's `unit` from what it knows as the parent (running, or
@@ -307,6 +316,11 @@ def main():
     ap.add_argument("--tp-extra", default="", help="more tp_server.py options, space-separated")
     ap.add_argument("--autotune-name", default=None, help="autotune: trace name (default MACHINE_healthy_autotune_constant_stacks)")
     ap.add_argument("--tune-words", default="", help="autotune: what the candidates were, for the description")
+    ap.add_argument("--capture-s", type=float, default=120.0, help="capture: seconds of GPU-bound graph capture")
+    ap.add_argument("--cpu-phase-s", type=float, default=240.0, help="soft_oom: seconds of CPU work after the OOM")
+    ap.add_argument("--fail-record-s", type=float, default=180.0, help="sticky, bind: seconds recorded after the error")
+    ap.add_argument("--spin-name", default="real_h200_stall_kernel_never_ends", help="spin: trace name")
+    ap.add_argument("--port", type=int, default=30001, help="the first scenario's HTTP port")
     ap.add_argument("--write-shards-only", action="store_true")
     a = ap.parse_args()
     t_begin = time.time()
@@ -323,7 +337,7 @@ def main():
         return
     summary = {}
     scenarios = a.scenarios.split(",")
-    port = 30001
+    port = a.port
     if set(scenarios) & {"healthy", "crash", "hang"}:
         # In a child process: its CUDA context must be gone before the GPUs are watched.
         subprocess.run([sys.executable, os.path.abspath(__file__), "--write-shards-only", "--out", a.out,
@@ -443,7 +457,71 @@ def main():
         record_until_ready(rec, {"tune_s": a.tune_s})
         port += 1
 
-    hangs = {"spin": ("real_h200_stall_kernel_never_ends", "cuda_graph", "29515",
+    if "capture" in scenarios:
+        rec = Recorder(probe_mod, a, "%s_healthy_capture_gpu_bound" % machine(a),
+                       "Real H200 x%d, one rank: dummy weights, KV cache, then %.0f s of graph capture running GPU-bound "
+                       "TP forwards (matmul + all-reduce + synchronize) per batch size: the bar moves by \\r frames only "
+                       "(no log record), every stack sample in synchronize; then HTTP up; ends once a one-token "
+                       "completion is answered." % (a.tp_size, a.capture_s),
+                       port, argv=tp_server_argv(a, port, "capture", ["--dist-port", "29517", "--capture-s", str(a.capture_s)]
+                                                 + a.tp_extra.split()),
+                       unit="tp-server (pid mode)", gpus=a.tp_size)
+        record_until_ready(rec, {"capture_s": a.capture_s})
+        port += 1
+
+    if "soft_oom" in scenarios:
+        rec = Recorder(probe_mod, a, "%s_healthy_soft_oom_then_cpu_phase" % machine(a),
+                       "Real H200 x%d, one rank: dummy weights, KV cache, then a memory probe asks for 1.5 times the "
+                       "GPU's memory: a real torch.OutOfMemoryError, caught, logged with its traceback; then %.0f s of "
+                       "pure-Python CPU work on one core (no GPU work, no log line), graph capture, HTTP up; ends once a "
+                       "one-token completion is answered." % (a.tp_size, a.cpu_phase_s),
+                       port, argv=tp_server_argv(a, port, "soft_oom", ["--dist-port", "29518", "--cpu-phase-s", str(a.cpu_phase_s)]
+                                                 + a.tp_extra.split()),
+                       unit="tp-server (pid mode)", gpus=a.tp_size)
+        record_until_ready(rec, {"cpu_phase_s": a.cpu_phase_s})
+        port += 1
+
+    fails = {"sticky": ("%s_failed_device_assert_peer_waits" % machine(a), "cuda_graph", "29519",
+                        ["--tp-size", "2", "--backend", "gloo", "--capture-iters", "20"],
+                        "Real H200, a TP start of 2 ranks sharing the one GPU (gloo collectives): in graph capture, at "
+                        "the 4th batch size, rank 0 gathers rows with an out-of-bounds index on the GPU (a real "
+                        "device-side assert in the index kernel, sticky for its CUDA context), logs 'Scheduler hit an "
+                        "exception' with the traceback and waits for a result that never comes; rank 1 waits for rank 0 "
+                        "in the next all-reduce. Nobody exits. Recorded for %.0f s after the error."),
+             "bind": ("%s_failed_port_in_use_ranks_idle" % machine(a), "http_server", "29520", ["--idle-procs", "3"],
+                      "Real H200, one rank and 3 helper processes: dummy weights, KV cache, graph capture, then the HTTP "
+                      "server cannot bind its port, which another socket holds (bound, not listening): uvicorn's "
+                      "'ERROR: [Errno 98] error while attempting to bind on address' line from asyncio's own message; "
+                      "then the rank and the helpers sit in poll loops (a CPU floor), nobody exits. Recorded for %.0f s "
+                      "after the error.")}
+    for scenario in [s for s in scenarios if s in fails]:
+        name, phase, dist_port, extra, words = fails[scenario]
+        mark = os.path.join(a.work, "%s.mark" % scenario)
+        if os.path.exists(mark):
+            os.unlink(mark)
+        holder = None
+        if scenario == "bind":
+            import socket
+            holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            holder.bind(("127.0.0.1", port))   # held, not listening: the probe's HTTP checks are refused
+        rec = Recorder(probe_mod, a, name, words % a.fail_record_s, port,
+                       argv=tp_server_argv(a, port, scenario, ["--dist-port", dist_port, "--hang-mark", mark] + extra
+                                           + a.tp_extra.split()),
+                       unit="tp-server (pid mode)", gpus=1)
+        ev = run_scenario(rec, lambda r, obs, m=mark: os.path.exists(m), after_s=a.fail_record_s,
+                          deadline=t_begin + a.budget_s)
+        onset = None
+        if ev:
+            with open(mark) as f:
+                onset = round(float(f.read().strip()) - rec.t0, 2)
+        rec.write({"outcome": "failed", "onset_t": onset, "phase": phase}, {"error_t": onset})
+        rec.stop()
+        if holder is not None:
+            holder.close()
+        summary[rec.name] = {"polls": rec.n, "costs": rec.costs, "missing": rec.missing, "onset_t": onset, "smi": rec.smi}
+        port += 1
+
+    hangs = {"spin": (a.spin_name, "cuda_graph", "29515",
                       "Real H200 x%d, one rank process per GPU: dummy weights, KV cache, graph capture; at the 4th batch size "
                       "rank 0 launches a kernel that does not end in time (torch.cuda._sleep for 4e12 cycles: the GPU spins) "
                       "and waits for it in a synchronize. Recorded for %.0f s after that."),

@@ -27,6 +27,20 @@ memory with an all-reduce, then:
   --scenario sparse   a tuning loop that times short kernels with a synchronize, then
                     waits --gap-min-s..--gap-max-s in the same function before the next
                     config (GPU idle on most polls, bursts between), for --tune-s seconds.
+  --scenario capture  graph capture that runs GPU-bound TP forwards for --capture-s seconds
+                    (time-based, so one rank only): a constant stack in synchronize, no log
+                    line while the bar moves by \r frames; then HTTP up, ready.
+  --scenario soft_oom after the KV cache a memory probe asks for more than the GPU has: a real
+                    torch.OutOfMemoryError, caught and logged with its traceback; then
+                    --cpu-phase-s seconds of pure-Python CPU work (one core, no log line, no
+                    GPU work), capture, HTTP up, ready.
+  --scenario sticky   two ranks on one GPU (gloo collectives): in graph capture rank 0 indexes
+                    out of bounds on the GPU (a real device-side assert, sticky for its
+                    context), logs the error and waits for a result that never comes; rank 1
+                    waits for rank 0 in the next all-reduce. Writes the moment to --hang-mark.
+  --scenario bind     after capture the HTTP server cannot bind its port (another process
+                    holds it): uvicorn's error line, then the rank and --idle-procs helper
+                    processes sit in their poll loops. Writes the moment to --hang-mark.
 
 Used by record_real_traces.py on a machine with NVIDIA GPUs; not a unit test.
 """
@@ -61,13 +75,16 @@ def launch(a, argv):
     started = a.tp_size - 1 if a.scenario == "init_hang" else a.tp_size
     ranks = [subprocess.Popen([sys.executable, os.path.abspath(__file__)] + argv + ["--tp-rank", str(r)], env=env)
              for r in range(started)]
+    # SGLang's other processes (tokenizer, detokenizer): poll loops, a CPU floor and no more.
+    helpers = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--helper"], env=env)
+               for _ in range(a.idle_procs)]
     # As SGLang's launcher: a rank that dies takes the others down with it.
     while True:
         pid, status = os.wait()
         code = os.waitstatus_to_exitcode(status)
         if code != 0:
             log("Rank %d scheduler is dead. exit code %d" % ([p.pid for p in ranks].index(pid), code), rank=False)
-            for p in ranks:
+            for p in ranks + helpers:
                 if p.poll() is None:
                     p.kill()
             sys.exit(1)
@@ -217,8 +234,58 @@ def sparse_tune(torch, seconds, gap_min_s, gap_max_s, burst_s):
 
 def forward(torch, dist, w, x):
     y = torch.tanh(x @ w) * 0.5
+    if dist.get_backend() == "gloo":   # gloo reduces host tensors
+        y = y.cpu()
+        dist.all_reduce(y)
+        return y.cuda()
     dist.all_reduce(y)
     return y
+
+
+def sticky_error(torch):
+    """An out-of-bounds gather on the GPU: the index kernel's device-side assert, sticky
+    for this context (every later CUDA call fails), reported at the next synchronize.
+    Logged as SGLang's scheduler logs an exception it caught."""
+    import traceback
+    try:
+        table = torch.zeros(1024, device="cuda")   # 1-D: a 2-D table printed the assert once per thread
+        rows = torch.tensor([0, 1, 1 << 20], device="cuda")
+        table[rows].sum().item()
+        torch.cuda.synchronize()
+    except Exception:  # pylint: disable=broad-except  # logged, as the scheduler does
+        log("Scheduler hit an exception: %s" % traceback.format_exc().rstrip())
+
+
+def memory_probe(torch):
+    """Asks for more memory than the GPU has (a probe of the largest batch that fits, as
+    a profile run does): a real OutOfMemoryError, caught and logged with its traceback."""
+    import traceback
+    total = torch.cuda.get_device_properties(0).total_memory
+    try:
+        torch.empty(int(total * 1.5) // 2, dtype=torch.bfloat16, device="cuda")
+    except torch.OutOfMemoryError:
+        log("Memory probe at max_running_requests=4096 failed, retrying with fewer requests:\n%s"
+            % traceback.format_exc().rstrip())
+
+
+def cpu_phase(seconds):
+    """Pure-Python CPU work on one core (a tokenizer's vocabulary index, a grammar
+    compile): no GPU work, no log line."""
+    end, table, n = time.monotonic() + seconds, {}, 0
+    while time.monotonic() < end:
+        for i in range(10000):
+            table[(n * 2654435761 + i) % 1000003] = i
+        n += 1
+    return len(table)
+
+
+def helper_main():
+    # A poll loop on a socket that never speaks, as a detokenizer waits on its zmq socket.
+    import select
+    import socket
+    a, b = socket.socketpair()
+    while True:
+        select.select([a], [], [], 0.005)
 
 
 def capture(torch, dist, a, w, bar_cls):
@@ -237,9 +304,19 @@ def capture(torch, dist, a, w, bar_cls):
             with open(a.hang_mark, "w") as f:
                 f.write("%.3f\n" % time.time())
             wait_for_next_batch(never)
+        if a.scenario == "sticky" and i == a.hang_at_batch and RANK == 0:
+            with open(a.hang_mark, "w") as f:
+                f.write("%.3f\n" % time.time())
+            sticky_error(torch)
+            wait_for_next_batch(never)
         x = w[:bs * 64, :4096]
+        if a.capture_s > 0:   # one rank only: a time budget would not pair collectives up
+            end = time.monotonic() + a.capture_s / len(batch_sizes)
+            while time.monotonic() < end:
+                y = forward(torch, dist, w[:4096, :4096], x)
+                torch.cuda.synchronize()
         # A fixed count on every rank: collectives must pair up one to one.
-        for _ in range(a.capture_iters):
+        for _ in range(a.capture_iters if a.capture_s <= 0 else 0):
             y = forward(torch, dist, w[:4096, :4096], x)
             torch.cuda.synchronize()
         if bar:
@@ -317,10 +394,12 @@ def serve(torch, a, weight):
                              "choices": [{"index": 0, "text": " tok%d" % token, "finish_reason": "length"}],
                              "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", a.port), Handler)
     log("INFO:     Started server process [%d]" % os.getpid(), rank=False)
     log("INFO:     Waiting for application startup.", rank=False)
     log("INFO:     Application startup complete.", rank=False)
+    if a.scenario == "bind":
+        bind_like_uvicorn(a)
+    httpd = ThreadingHTTPServer(("127.0.0.1", a.port), Handler)
     log("INFO:     Uvicorn running on http://127.0.0.1:%d (Press CTRL+C to quit)" % a.port, rank=False)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     time.sleep(a.warmup_s)
@@ -329,21 +408,39 @@ def serve(torch, a, weight):
     log("The server is fired up and ready to roll!", rank=False)
 
 
+def bind_like_uvicorn(a):
+    """uvicorn binds through asyncio's create_server and logs the OSError as it comes
+    (uvicorn/server.py, Server.startup); then this server's processes idle in their poll
+    loops, nobody exits."""
+    import asyncio
+    loop = asyncio.new_event_loop()
+    with open(a.hang_mark, "w") as f:
+        f.write("%.3f\n" % time.time())
+    try:
+        loop.run_until_complete(loop.create_server(asyncio.Protocol, "127.0.0.1", a.port))
+    except OSError as exc:
+        log("ERROR:    %s" % exc, rank=False)
+        helper_main()
+    log("the port was free: nothing to show", rank=False)
+    sys.exit(3)
+
+
 def rank_main(a):
     global RANK
     RANK = a.tp_rank
     import torch
     import torch.distributed as dist
     log("Init torch distributed begin.")
-    torch.cuda.set_device(RANK)
+    torch.cuda.set_device(RANK % torch.cuda.device_count())
     start_free = torch.cuda.mem_get_info()[0]
     if a.scenario == "init_hang":
         with open(a.hang_mark, "w") as f:
             f.write("%.3f\n" % time.time())
-    dist.init_process_group("nccl", rank=RANK, world_size=a.tp_size,
+    gloo = a.backend == "gloo"
+    dist.init_process_group(a.backend, rank=RANK, world_size=a.tp_size,
                             timeout=datetime.timedelta(seconds=a.nccl_timeout_s),
-                            device_id=torch.device("cuda", RANK))
-    probe = torch.ones(1, device="cuda")
+                            **({} if gloo else {"device_id": torch.device("cuda", RANK)}))
+    probe = torch.ones(1, device="cpu" if gloo else "cuda")
     dist.all_reduce(probe)
     torch.cuda.synchronize()
     version = torch.cuda.nccl.version()
@@ -352,7 +449,7 @@ def rank_main(a):
     log("Load weight begin. avail mem=%.2f GB" % gib(torch.cuda.mem_get_info()[0]))
     t0 = time.monotonic()
     weights = load_dummy_weights(torch, a, Bar)
-    free = torch.tensor([torch.cuda.mem_get_info()[0]], dtype=torch.float64, device="cuda")
+    free = torch.tensor([torch.cuda.mem_get_info()[0]], dtype=torch.float64, device="cpu" if gloo else "cuda")
     dist.all_reduce(free, op=dist.ReduceOp.MIN)  # every rank agrees on the smallest free memory
     torch.cuda.synchronize()
     log("Load weight end. elapsed=%.2f s, type=TPServerForTest, dtype=torch.bfloat16, avail mem=%.2f GB, mem usage=%.2f GB."
@@ -361,6 +458,9 @@ def rank_main(a):
     kv = torch.zeros(n_tokens, 1024, dtype=torch.bfloat16, device="cuda")
     log("KV Cache is allocated. #tokens: %d, KV size: %.2f GB" % (n_tokens, gib(kv.numel() * 2)))
     log("Memory pool end. avail mem=%.2f GB" % gib(torch.cuda.mem_get_info()[0]))
+    if a.scenario == "soft_oom":
+        memory_probe(torch)
+        cpu_phase(a.cpu_phase_s)
     if a.scenario == "tune":
         log("Autotuning GEMM kernels for %d candidate configs; this may take several minutes."
             % len(candidate_configs(a.tune_max_m, a.tune_shapes)))
@@ -391,7 +491,8 @@ def rank_main(a):
 
 def parse(argv):
     ap = argparse.ArgumentParser()
-    ap.add_argument("--scenario", choices=("tune", "hang", "compile", "sparse", "spin", "init_hang"), required=True)
+    ap.add_argument("--scenario", choices=("tune", "hang", "compile", "sparse", "spin", "init_hang", "capture",
+                                           "soft_oom", "sticky", "bind"), required=True)
     ap.add_argument("--model-path", default="dummy-tp-model")
     ap.add_argument("--port", type=int, default=30001)
     ap.add_argument("--dist-port", type=int, default=29511)
@@ -416,11 +517,18 @@ def parse(argv):
     ap.add_argument("--hang-mark", default="/tmp/tp_server.hang")
     ap.add_argument("--nccl-timeout-s", type=float, default=7200.0)
     ap.add_argument("--warmup-s", type=float, default=4.0)
+    ap.add_argument("--backend", choices=("nccl", "gloo"), default="nccl",
+                    help="gloo lets several ranks share one GPU (sticky)")
+    ap.add_argument("--capture-s", type=float, default=0.0, help="capture: seconds of forwards (one rank), 0: --capture-iters")
+    ap.add_argument("--cpu-phase-s", type=float, default=240.0, help="soft_oom: seconds of CPU work after the OOM")
+    ap.add_argument("--idle-procs", type=int, default=0, help="helper processes idling in poll loops")
     return ap.parse_args(argv)
 
 
 def main():
     argv = sys.argv[1:]
+    if argv == ["--helper"]:
+        helper_main()
     a = parse(argv)
     if a.tp_rank is None:
         launch(a, argv)

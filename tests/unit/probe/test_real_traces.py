@@ -12,6 +12,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 REAL = os.path.join(ROOT, "tests", "traces", "real")
 TRACES = sorted(glob.glob(os.path.join(REAL, "*.jsonl")))
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+# Recordings whose label the detector does not meet yet (tests/traces/real/README.md says
+# what it decides): strict, so each one leaves this list as soon as the detector meets it.
+PENDING = {
+    "real_h200_failed_port_in_use_ranks_idle.jsonl":
+        "issue 32, class 2: a bind failure with the ranks at a CPU floor is still 'progressing' at its end",
+}
+
+
+def _labelled(paths):
+    return [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=PENDING[os.path.basename(p)]))
+            if os.path.basename(p) in PENDING else p for p in paths]
 
 
 
@@ -34,7 +45,7 @@ def test_the_three_real_outcomes_are_recorded():
     assert {load(p)[0]["expect"]["outcome"] for p in TRACES} == {"failed", "ready", "stalled"}
 
 
-@pytest.mark.parametrize("path", TRACES, ids=os.path.basename)
+@pytest.mark.parametrize("path", _labelled(TRACES), ids=os.path.basename)
 def test_replay_verdict_matches_the_label(path):
     header, obs = load(path)
     exp, poll = header["expect"], header["poll_s"]
