@@ -1203,6 +1203,185 @@ def healthy_blind_compile_workers_rank_waits_on_futures():
     return sim
 
 
+# ---- issue 32: soft and sticky lines, the CPU floor, a blind watcher (each with its twin)
+CAUGHT_OOM = ("Traceback (most recent call last):",
+              '  File "/sgl/srt/layers/moe/fused_moe_triton/fused_moe.py", line 1402, in try_get_optimal_moe_config',
+              "    return _benchmark_configs(M, E, N, configs)",
+              "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB. GPU 0 has a total capacity of "
+              "95.59 GiB of which 2.11 GiB is free. Including non-PyTorch memory, this process has 93.40 GiB memory in use.")
+
+
+def blind_start_to_capture(sim):
+    """A start watched without nvidia-smi (not installed) and without py-spy, up to graph capture."""
+    sim.no_gpu_reason = "nvidia-smi not found"
+    sim.stacks_missing_reason = "py-spy not found"
+    sim.comm = {"python3": sim.gpus + 2}
+    warm_start_to_graph(sim)
+    graph_begin(sim)
+    sim.run(sim.poll_s * 2, cpu_pct=800)
+
+
+def caught_oom(sim, rank=0):
+    onset = round(sim.t + 3, 2)
+    for line in CAUGHT_OOM:
+        sim.log(line, [rank] if line.startswith("Trace") else None, prefix=line.startswith("Trace"), dt=3)
+    return onset
+
+
+@scenario
+def healthy_blind_caught_oom_then_long_cpu_phase():
+    sim = Sim("healthy_blind_caught_oom_then_long_cpu_phase",
+              "No GPU readings and no py-spy: in graph capture a rank prints an out-of-memory traceback that the MoE config "
+              "search catches (it tries a smaller config), then 17 min of silent CPU-bound work: one core pinned plus the "
+              "other ranks' poll loops (~105 % over 10 processes), nothing else moves, then the capture ends.",
+              family="new", seed=71)
+    blind_start_to_capture(sim)
+    caught_oom(sim)
+    sim.run(17 * 60, cpu_pct=105)
+    graph_end(sim, 17 * 60 + 40)
+    s_http_ready(sim)
+    sim.expect_ready()
+    return sim
+
+
+@scenario
+def failed_blind_soft_oom_then_frozen():
+    sim = Sim("failed_blind_soft_oom_then_frozen",
+              "The caught OOM's faulty twin, as blind: the same traceback in graph capture, not caught this time: the rank "
+              "blocks for good and the others with it; the unit's CPU time stops (a trickle of 0.5 %), nothing moves.",
+              family="new", seed=72)
+    blind_start_to_capture(sim)
+    onset = caught_oom(sim)
+    sim.expect_failed("cuda_graph", onset)
+    sim.run(12 * 60, cpu_pct=0.5, progress=False)
+    return sim
+
+
+@scenario
+def failed_bind_after_load_ranks_at_cpu_floor():
+    sim = Sim("failed_bind_after_load_ranks_at_cpu_floor",
+              "The whole load and capture succeed, then uvicorn cannot bind port 30001 ([Errno 98]) and the launcher never "
+              "exits: the ranks sit in their poll loops at ~12 % each (about 120 % over 10 processes), GPUs idle with "
+              "flat memory, no stacks, nothing else moves.", family="new", seed=73)
+    sim.stacks_missing_reason = "py-spy not found"
+    warm_start_to_graph(sim)
+    s_graph(sim)
+    sim.log("max_total_num_tokens=412160, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=128, "
+            "context_len=262144", [0], dt=1)
+    sim.log("INFO:     Started server process [%d]" % sim.pid, prefix=False, dt=2)
+    sim.log("INFO:     Waiting for application startup.", prefix=False, dt=2)
+    sim.log("INFO:     Application startup complete.", prefix=False, dt=2)
+    onset = round(sim.t + 3, 2)
+    sim.log("ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 30001): address already in use",
+            prefix=False, dt=3)
+    sim.log("INFO:     Waiting for application shutdown.", prefix=False, dt=3.5)
+    sim.log("INFO:     Application shutdown complete.", prefix=False, dt=3.5)
+    sim.expect_failed("http_server", onset)
+    sim.run(10 * 60, cpu_pct=120, util=(0, 0), progress=False)
+    return sim
+
+
+@scenario
+def healthy_download_ranks_at_cpu_floor_sparse_progress():
+    sim = Sim("healthy_download_ranks_at_cpu_floor_sparse_progress",
+              "A slow hub download before the load: rank 0 writes a finished chunk every 1.5-2.5 min while every rank "
+              "sits in its poll loop (~12 % each over 10 processes), GPUs idle, no log line for 16 min; then the load.",
+              family="new", seed=74)
+    sim.stacks_missing_reason = "py-spy not found"
+    s_init(sim)
+    s_init_end(sim)
+    sim.run(30, cpu_pct=120, util=(0, 0))
+    end = sim.t + 16 * 60
+    while sim.t < end:
+        sim.run(round(sim.rng.uniform(90, 150)), cpu_pct=120, util=(0, 0))
+        sim.write_bytes += int(sim.rng.uniform(400e6, 900e6))
+    s_load(sim, 60, read_bps=3e9)
+    s_kv(sim)
+    s_graph(sim)
+    s_http_ready(sim)
+    sim.expect_ready()
+    return sim
+
+
+@scenario
+def failed_state_dict_mismatch_one_rank_others_wait_600pct():
+    sim = Sim("failed_state_dict_mismatch_one_rank_others_wait_600pct",
+              "0.5.23: rank 5's strict load_state_dict finds a size mismatch (a checkpoint for another expert layout); "
+              "the other ranks wait for it in a collective, their CPU at ~600 % together, GPUs idle with flat memory, "
+              "no stacks, the unit stays active.", family="new", seed=75)
+    sim.stacks_missing_reason = "py-spy not found"
+    s_init(sim)
+    s_init_end(sim)
+    load_begin(sim)
+    sim.run(60, cpu_pct=800, read_bps=900e6, mem_to=40000, util=(0, 3))
+    onset = round(sim.t + 4, 2)
+    sim.log("Traceback (most recent call last):", [5], dt=4)
+    for line in ('  File "/sgl/srt/model_loader/loader.py", line 431, in load_model',
+                 "    model.load_state_dict(state_dict, strict=True)",
+                 '  File "/venv/lib/python3.12/site-packages/torch/nn/modules/module.py", line 2593, in load_state_dict',
+                 "    raise RuntimeError(",
+                 "RuntimeError: Error(s) in loading state_dict for DeepseekV3ForCausalLM:",
+                 "\tsize mismatch for model.layers.3.mlp.experts.w2_weight: copying a param with shape torch.Size([384, "
+                 "7168, 256]) from checkpoint, the shape in current model is torch.Size([384, 7168, 512])."):
+        sim.log(line, prefix=False, dt=4)
+    sim.expect_failed("weight_load", onset)
+    sim.run(12 * 60, cpu_pct=600, util=(0, 1), progress=False)
+    return sim
+
+
+@scenario
+def healthy_gpu_bound_phase_600pct_no_stacks():
+    sim = Sim("healthy_gpu_bound_phase_600pct_no_stacks",
+              "The state_dict mismatch's healthy twin: after the load, 15 min of silent GPU-bound work (weights "
+              "re-laid out on the GPUs): CPU ~600 % together, utilisation 40-100 % and changing, memory flat, no log "
+              "line, no stacks, no power readings.", family="new", seed=76)
+    sim.stacks_missing_reason = "py-spy not found"
+    s_init(sim)
+    s_init_end(sim)
+    s_load(sim, 60, read_bps=900e6)
+    s_load_end(sim)
+    sim.run(15 * 60, cpu_pct=600, util=(40, 100))
+    s_kv(sim)
+    s_graph(sim)
+    s_http_ready(sim)
+    sim.expect_ready()
+    return sim
+
+
+def deepgemm_begin(sim):
+    sim.stacks_missing_reason = "py-spy not found"
+    warm_start_to_graph(sim)
+    sim.log("Entering DeepGEMM JIT Pre-Compile session. It may take a long time (typically 10-20 mins) if you have not "
+            "run `sglang.compile_deep_gemm`.", [0])
+    sim.run(sim.poll_s * 2, cpu_pct=800, util=(20, 60), mem_to=sim.mem[0] + 400)
+
+
+@scenario
+def healthy_long_kernels_flat_no_power_16min():
+    sim = Sim("healthy_long_kernels_flat_no_power_16min",
+              "DeepGEMM warmup with large shapes and no power readings (the board does not report them): 16 min with every "
+              "GPU at 99-100 %, memory flat, one core per rank waiting on its GPU, no log line, no stacks. Without "
+              "power nothing tells these kernels from a spin: the watcher waits the phase's longest healthy kernels.",
+              family="new", seed=77)
+    deepgemm_begin(sim)
+    sim.run(16 * 60, cpu_pct=800, util=(99, 100))
+    s_graph(sim)
+    s_http_ready(sim)
+    sim.expect_ready()
+    return sim
+
+
+@scenario
+def stall_kernel_never_ends_no_power():
+    sim = Sim("stall_kernel_never_ends_no_power",
+              "The long kernels' faulty twin: in the same DeepGEMM warmup a kernel never ends: every GPU at 100 %, memory "
+              "flat, one core per rank waiting, no power readings, no stacks, for 30 min.", family="new", seed=78)
+    deepgemm_begin(sim)
+    sim.expect_stalled("jit_compile")
+    sim.run(30 * 60, cpu_pct=800, util=(100, 100), progress=False)
+    return sim
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="compare with the committed traces instead of writing")

@@ -22,14 +22,14 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.durations import fmt_duration
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.failure_classes import FAILURE_CLASSES, FINAL_VERDICTS
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.life_signs import (
-    CpuBursts, FrozenClock, GpuBursts, children_changed, stacks_changed)
+    CpuBursts, CpuFloor, FrozenClock, GpuBursts, children_changed, stacks_changed)
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.line_confirmation import (
     CONFIRMED_DEAD, CONFIRMED_FROZEN, SURVIVED, LineConfirmation)
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.observe_gate import CEILING_CODE, OBSERVING, ObserveOnlyGate
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.phases import PhaseModel
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.sglang_dialect import bar_kind
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.stall_signatures import (
-    DEVICE_SYNC, Silence, StallSignatures, wait_frame)
+    DEVICE_SYNC, Silence, StallSignatures, host_wait_frame, wait_frame)
 
 
 COMPILER_COMMS = re.compile(r"^(cc1plus|cc1|cicc|nvcc|ptxas|nvlink|fatbinary|cudafe\+\+|gcc|g\+\+|c\+\+|cc|clang\+\+|clang|ld|ld\.lld|as|ninja|make)$")
@@ -79,11 +79,14 @@ class Detector:
     def __init__(self, settings=None, observe_only=None):
         self.settings = settings or DetectorSettings()
         s = self.settings
-        self.lines = LineConfirmation(s.line_confirm_window_s, s.line_freeze_min_s, log_lines.fatal_priority)
+        self.lines = LineConfirmation(s.line_confirm_window_s, s.line_freeze_min_s, log_lines.fatal_priority,
+                                      s.line_sticky_quiet_s)
         self.gate = ObserveOnlyGate(observe_only)
         self._bursts = GpuBursts(s.gpu_burst_util_pct, s.gpu_burst_margin_pct)
         self._frozen = FrozenClock(s.frozen_cpu_pct)
         self._cpu_bursts = CpuBursts(s.cpu_burst_min_pct, s.cpu_burst_floor_share_pct)
+        self._cpu_floor = CpuFloor(s.cpu_floor_max_per_process_pct, s.cpu_floor_margin_pct)
+        self._proc_count = 1
         self.signatures = StallSignatures(s)
         self._procs = None        # the last procs reading (children coming and going)
         self._last_sample = None  # the last py-spy sample {rank: frames}
@@ -248,13 +251,13 @@ class Detector:
             if line.survivable == "watchdog":
                 self._survivable = (rec_t, line.fatal_code, text)
             return
-        if line.fatal_code == "fatal_error" and self._survived_traceback_t is not None \
+        if line.fatal_code == "fatal_error" and not line.sticky and self._survived_traceback_t is not None \
                 and rec_t - self._survived_traceback_t <= self.settings.fatal_confirm_s:
             facts.setdefault("survived_lines", []).append(text[:300])   # the traceback Python announced
             return
         facts.setdefault("fatal_lines", []).append(text[:300])
         phase = log_lines.CLASS_PHASES.get(line.fatal_code) or self.phases.phase
-        self.lines.on_line(rec_t, line.fatal_code, text, phase, t)
+        self.lines.on_line(rec_t, line.fatal_code, text, phase, t, sticky=line.sticky)
         if line.fatal_code in log_lines.CLASS_PHASES:
             self.phases.enter(phase, rec_t)
 
@@ -313,6 +316,8 @@ class Detector:
                 self._prev_cpu_pct = self._cpu_pct
                 self._cpu_pct = (cpu_s - self._cpu[1]) / (t - self._cpu[0]) * 100.0
                 self._cpu_bursts.update(t, self._cpu_pct)
+                self._proc_count = count if isinstance(count, int) and count > 0 else 1
+                self._cpu_floor.update(self._cpu_pct, self._proc_count)
                 self._cpu_t = t
             self._cpu = (t, cpu_s)
         rb, wb = procs.get("read_bytes"), procs.get("write_bytes")
@@ -496,7 +501,12 @@ class Detector:
         h = self.lines.open
         if h is None and not dead and not self.lines.survived:
             return None
-        life, frozen = ([], None) if h is None or dead else self._after_line(t, h, moved)
+        if h is None or dead:
+            life, frozen = [], None
+        elif h.sticky:
+            life, frozen = self._progress_after_line(h, moved), None
+        else:
+            life, frozen = self._after_line(t, h, moved)
         outcome, hyp = self.lines.judge(t, dead, life, frozen)
         if self.lines.survived:
             evidence["survived_lines"] = evidence.get("survived_lines", []) + [x.line[:300] for x in self.lines.survived[-3:]]
@@ -507,6 +517,12 @@ class Detector:
             if outcome == CONFIRMED_DEAD:
                 evidence["rule"] = "rule 1: lethal line confirmed by the process exiting"
                 words += "; %s" % dead
+            elif hyp.sticky:
+                quiet = t - (hyp.seen_t if hyp.progress_t is None else hyp.progress_t)
+                evidence["rule"] = "rule 1: sticky line confirmed by no progress after it (%s, whatever the utilisation)" % (
+                    fmt_duration(quiet))
+                evidence["line_kind"] = "sticky"
+                words += "; no progress for %s after it" % fmt_duration(quiet)
             else:
                 evidence["rule"] = "rule 1: lethal line confirmed by the start freezing after it (%s)" % self._freeze_words(t)
             return Assessment(t, hyp.phase, "failed", hyp.code, words, evidence, progress)
@@ -518,6 +534,16 @@ class Detector:
             words = "%s, and the process went: %s; %s" % (FAILURE_CLASSES[last[1]].title, last[2][:200], dead)
             return Assessment(t, self.phases.phase, "failed", last[1], words, evidence, progress)
         return Assessment(t, self.phases.phase, "failed", "process_exited", dead, evidence, progress)
+
+    def _progress_after_line(self, h, moved):
+        """Rule 2's progress since a sticky line: the channels that moved this poll and an
+        ordinary log line printed after it (the error's own traceback, the launcher's
+        reaction and the server's teardown are part of the error); never CPU time or GPU
+        utilisation."""
+        progress = [m for m in moved if m not in ("log", "compile")]
+        if self._ordinary_t is not None and self._ordinary_t > h.t:
+            progress.append("log")
+        return sorted(set(progress))
 
     def _after_line(self, t, h, moved):
         """(signs of life, frozen) of this poll for an open hypothesis. frozen is True for a
@@ -542,11 +568,20 @@ class Detector:
             return sorted(set(life)), True
         if sig["cpu_idle"]:
             return sorted(set(life)), sig["gpus"] is None or sig["gpus"].all_idle
-        # the CPU is busy: work unless the GPUs are unread and the rate is pinned (busy-polling)
-        if sig["gpus"] is None and self._cpu_pinned():
+        # the CPU is busy: work, unless the GPUs are unread, the rate is pinned and stacks show
+        # every rank waiting on the host (busy-polling a collective). Rule 5: a pinned CPU with
+        # no GPU reading and no stacks is never a freeze (a long CPU-bound phase looks the same).
+        if sig["gpus"] is None and self._cpu_pinned() and self._ranks_wait_on_host(t):
             return sorted(set(life)), True
         life.append("cpu")
         return sorted(set(life)), False
+
+    def _ranks_wait_on_host(self, t):
+        """The latest stack sample, recent, has every rank in a host or collective wait."""
+        if self._last_sample is None or self._last_stack_t is None or t - self._last_stack_t > self.settings.signal_stale_s:
+            return False
+        depth = self.settings.stack_collective_depth
+        return all(frames and host_wait_frame(frames, depth) for frames in self._last_sample.values())
 
     def _cpu_pinned(self):
         prev, cur = self._prev_cpu_pct, self._cpu_pct
@@ -573,15 +608,22 @@ class Detector:
         gpu_active = gpus is not None and gpus.active
         spin_gpus = gpus.spinning if gpus is not None and not gpu_active else []
         return {"cpu_known": cpu_known, "cpu_fresh": cpu_known and self._cpu_t == t,
-                "cpu_idle": cpu_known and self._cpu_pct < s.cpu_idle_pct, "gpus": gpus, "gpu_active": gpu_active,
+                "cpu_idle": cpu_known and self._cpu_idle(gpus), "gpus": gpus, "gpu_active": gpu_active,
                 "spin_gpus": spin_gpus, "spinning": len(spin_gpus) >= s.spin_min_gpus, "stopped": self._procs_stopped}
+
+    def _cpu_idle(self, gpus):
+        """Below the idle rate, or at the start's own floor while every GPU is read idle (rule 2:
+        poll loops are not life). Without GPU readings only the idle rate counts (rule 5)."""
+        if self._cpu_pct < self.settings.cpu_idle_pct:
+            return True
+        return gpus is not None and gpus.all_idle and self._cpu_floor.at_floor(self._cpu_pct, self._proc_count)
 
     def _judge_silence(self, t, evidence, progress):
         """Rules 3 and 5 (stall_signatures.py) on what the detector has seen since the last progress."""
         s = self.settings
         cpu_known = self._cpu_pct is not None and self._cpu_t is not None and t - self._cpu_t <= s.signal_stale_s
         seen = Silence(t=t, phase=self.phases.phase, last_progress_t=self._last_progress_t, cpu_pct=self._cpu_pct,
-                       cpu_known=cpu_known, gpus=self._fresh_gpus(t), gpu_active_t=self._gpu_active_t,
+                       cpu_known=cpu_known, cpu_idle=cpu_known and self._cpu_idle(self._fresh_gpus(t)), gpus=self._fresh_gpus(t), gpu_active_t=self._gpu_active_t,
                        gpu_run=self._gpu_run, smi_since=self._smi_since, cpu_burst_t=self._cpu_bursts.last_t,
                        frozen_s=self._frozen.held_s(t), stopped=self._procs_stopped, compilers=self._compilers,
                        stacks=self._stacks, last_stack_t=self._last_stack_t, work_stack_t=self._work_stack_t,

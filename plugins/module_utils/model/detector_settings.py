@@ -18,6 +18,11 @@ class DetectorSettings:
     io_noise_bytes_per_s: int = 16384
     # CPU of the unit's cgroup, percent of one core, summed over its processes.
     cpu_idle_pct: float = 50.0
+    # Rule 2: the start's CPU floor, learned from its quietest stretch (life_signs.CpuFloor):
+    # at most cpu_floor_max_per_process_pct per process; a rate within cpu_floor_margin_pct of
+    # it, with every GPU read and idle, is a start at its floor (frozen), not one at work.
+    cpu_floor_max_per_process_pct: float = 15.0
+    cpu_floor_margin_pct: float = 50.0
     # GPU utilisation: at or above spin_util_pct a GPU with flat memory is spinning;
     # below idle_util_pct on every GPU the GPUs are idle.
     spin_util_pct: float = 90.0
@@ -60,6 +65,11 @@ class DetectorSettings:
     # or no confirmation in that window, means it was survived.
     line_confirm_window_s: float = 60.0
     line_freeze_min_s: float = 10.0
+    # A sticky line (sticky_lines.py: CUDA sticky errors, a strict state_dict mismatch, NCCL
+    # errors, a port that cannot be bound, SGLang's own fatal lines) is confirmed by this long
+    # without progress after the poll that brought it, whatever the CPU or GPU utilisation,
+    # or by the minute after it running out without progress.
+    line_sticky_quiet_s: float = 15.0
     # Without a GPU reading, a busy CPU whose rate rose by more than this (percent of the
     # previous interval's rate) is work; a steady or falling rate may be ranks busy-polling
     # a collective while the rank that raised has stopped.

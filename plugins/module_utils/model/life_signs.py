@@ -132,3 +132,29 @@ class FrozenClock:
 
     def held_s(self, t):
         return 0.0 if self.since is None else t - self.since
+
+
+class CpuFloor:
+    """Rule 2: a start's CPU floor, learned from its own quietest stretch: the lowest rate,
+    per process, that held over `stretch` readings in a row (poll loops, heartbeats, ZMQ:
+    a few % per rank, never assumed zero). A rate at that floor is neither progress nor
+    activity. Rates above `max_per_process_pct` per process are never a floor."""
+
+    def __init__(self, max_per_process_pct, margin_pct, stretch=3):
+        self.max_pct, self.margin = max_per_process_pct, margin_pct / 100.0
+        self._recent = deque(maxlen=stretch)
+        self.per_process_pct = None
+
+    def update(self, rate_pct, processes):
+        """One interval's rate (percent of one core, summed) over `processes` processes."""
+        self._recent.append(rate_pct / max(1, processes))
+        if len(self._recent) == self._recent.maxlen:
+            stretch = max(self._recent)
+            if stretch <= self.max_pct and (self.per_process_pct is None or stretch < self.per_process_pct):
+                self.per_process_pct = stretch
+
+    def at_floor(self, rate_pct, processes):
+        """Whether a rate is no more than the learned floor (and its margin)."""
+        if self.per_process_pct is None or rate_pct is None:
+            return False
+        return rate_pct / max(1, processes) <= self.per_process_pct * (1.0 + self.margin)

@@ -1,8 +1,14 @@
-"""Rule 1 of the detector, "no verdict from a line alone": a lethal-looking line is a
-hypothesis. It is confirmed (`failed`) by the process exiting, or by the start freezing
-after it (a stall signature in every poll after the one that brought it, no sign of life)
-within `confirm_window_s` of the line. A sign of life after the line means it was survived:
-the line stays as evidence. Pure state, no I/O.
+"""Rule 1 of the detector, "a line is a hypothesis; its kind says what confirms it".
+
+A soft line (an out-of-memory, a traceback, "error") is confirmed (`failed`) by the process
+exiting, or by the start freezing after it (a stall signature in every poll after the one
+that brought it, no sign of life) within `confirm_window_s` of the line. A sign of life
+after it means it was survived: the line stays as evidence.
+
+A sticky line (sticky_lines.py: no process survives it) is confirmed by the process
+exiting, or by `sticky_quiet_s` without progress after it, whatever the utilisation (the
+caller passes progress only, never CPU or GPU activity, as `life`). Progress after it
+restarts that clock instead of clearing the line. Pure state, no I/O.
 """
 from dataclasses import dataclass, field
 
@@ -20,27 +26,32 @@ class Hypothesis:
     seen_t: float     # time of the observation that brought it
     frozen_polls: int = 0
     lines: list = field(default_factory=list)
+    sticky: bool = False
+    progress_t: float = None   # sticky: the latest poll after the line with progress
 
 
 class LineConfirmation:
     """At most one open hypothesis; `recent` keeps survived lines so a death that follows
     within `confirm_window_s` is still named after its line."""
 
-    def __init__(self, confirm_window_s, freeze_min_s, priority):
-        self.window_s, self.freeze_min_s = confirm_window_s, freeze_min_s
+    def __init__(self, confirm_window_s, freeze_min_s, priority, sticky_quiet_s=15.0):
+        self.window_s, self.freeze_min_s, self.sticky_quiet_s = confirm_window_s, freeze_min_s, sticky_quiet_s
         self._priority = priority     # reason code -> sort key, lower is more specific
         self.open = None
         self.survived = []            # hypotheses survived, newest last
 
-    def on_line(self, t, code, line, phase, seen_t):
-        """A lethal line: opens the hypothesis, or sharpens the open one's class."""
+    def on_line(self, t, code, line, phase, seen_t, sticky=False):
+        """A lethal line: opens the hypothesis, or sharpens the open one's class. A sticky
+        line makes the open hypothesis sticky and names it, whatever soft line came first."""
         h = self.open
         if h is None:
-            self.open = Hypothesis(t, code, line, phase, seen_t, lines=[line])
+            self.open = Hypothesis(t, code, line, phase, seen_t, lines=[line], sticky=sticky)
             return
         h.lines.append(line)
-        if self._priority(code) < self._priority(h.code):
+        if (sticky and not h.sticky) or (sticky == h.sticky and self._priority(code) < self._priority(h.code)):
             h.code, h.line, h.phase = code, line, phase
+            if sticky and not h.sticky:
+                h.sticky, h.t, h.seen_t = True, t, seen_t
 
     def judge(self, t, dead, life, frozen):
         """(outcome, hypothesis) for this poll; outcome is CONFIRMED_DEAD, CONFIRMED_FROZEN,
@@ -53,6 +64,8 @@ class LineConfirmation:
             return (CONFIRMED_DEAD, recent) if recent is not None else (None, None)
         if h is None:
             return None, None
+        if h.sticky:
+            return self._judge_sticky(t, h, life)
         if t <= h.seen_t:
             # the poll that brought the line measured the time before it too: only a line
             # printed after it speaks for the time since
@@ -68,6 +81,20 @@ class LineConfirmation:
             h.frozen_polls = 0
         if t - h.t > self.window_s:
             return self._survive(h), h
+        return None, None
+
+    def _judge_sticky(self, t, h, progress):
+        """No progress for sticky_quiet_s after the poll that brought the line (or after the
+        latest progress since) confirms it; the minute after the line running out does too."""
+        if t <= h.seen_t:
+            return None, None
+        if progress:
+            h.progress_t = t
+            return None, None
+        since = h.seen_t if h.progress_t is None else h.progress_t
+        if t - since >= self.sticky_quiet_s or (h.progress_t is None and t - h.t >= self.window_s - self.freeze_min_s):
+            self.open = None
+            return CONFIRMED_FROZEN, h
         return None, None
 
     def _survive(self, h):

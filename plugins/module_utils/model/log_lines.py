@@ -4,7 +4,9 @@ Covers both log-string families (<= 0.5.16 and 0.5.23, sglang-facts.md) and the
 systemd lines journald adds for the unit. Pure functions over strings.
 
 A line is `lethal` only when it is something SGLang dies of: an exception raised in a
-rank (a traceback, `SomethingError: ...`) or a known fatal class. Lines SGLang survives
+rank (a traceback, `SomethingError: ...`) or a known fatal class. A lethal line is
+`sticky` when the libraries say no process survives it (sticky_lines.py), else soft.
+Lines SGLang survives
 are `survivable` evidence, never a verdict alone: watchdog dumps (the soft watchdog
 logs and carries on; the hard one kills the tree itself, so its death is what counts),
 and warnings, retries and fallbacks, however often they say "error" or "timeout".
@@ -14,6 +16,7 @@ import re
 from dataclasses import dataclass, replace
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model import sglang_dialect, weight_cache
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.sticky_lines import sticky_code
 
 
 # (pattern, phase). First match wins; order matters only where patterns overlap.
@@ -78,7 +81,9 @@ EXCEPTION = re.compile(r"^(?:\[rank\d+\]:\s*)?(?:(?:ERROR|CRITICAL)\s+\S+\.py:\d
 # The rest of a traceback and the launcher's reaction: part of a failure, never progress after one.
 FAILURE_CHATTER = re.compile(r"^\s*File \"|^\s{2,}\S|^\s*[\^~]+\s*$|During handling of the above exception|"
                              r"The above exception was the direct cause|^\[rank\d+\]:|Received sigquit|^Killed$|"
-                             r"NCCL (WARN|INFO)|debug info:|^Thread 0x|^Process \d+:|py-spy|pyspy")
+                             r"NCCL (WARN|INFO)|debug info:|^Thread 0x|^Process \d+:|py-spy|pyspy|"
+                             # uvicorn's own teardown (uvicorn/server.py Server.shutdown, main)
+                             r"Waiting for application shutdown|Application shutdown complete|Finished server process")
 
 _NUMBERS = re.compile(r"\d+(?:\.\d+)?")
 
@@ -90,6 +95,7 @@ class LogLine:
     phase: str         # phase this line marks, or None
     fatal_code: str    # failure class this line names, or None
     lethal: bool       # SGLang dies of this line (an exception from a rank, a known fatal class)
+    sticky: bool       # lethal, and no process survives it (sticky_lines.py): confirmed by no progress
     survivable: str    # "soft_watchdog", "watchdog" (soft or hard unsaid) or "warning": evidence SGLang survives, or None
     chatter: bool      # part of a failure report (traceback body, launcher's reaction): not progress
     heartbeat: bool
@@ -117,18 +123,22 @@ def is_heartbeat(text):
 
 
 def lethal_code(text):
-    """(fatal code, lethal, survivable) of a prefix-free text: what SGLang dies of, what it survives."""
+    """(fatal code, lethal, survivable, sticky) of a prefix-free text: what SGLang dies of, what it
+    survives, and whether the death is certain (a sticky line)."""
     if WATCHDOG.search(text):
         # only the hard watchdog, which says so, kills the tree (SIGQUIT 5 s later)
         if HARD_WATCHDOG.search(text):
-            return "fatal_watchdog", True, None
-        return "fatal_watchdog", False, "soft_watchdog" if SOFT_WATCHDOG.search(text) else "watchdog"
+            return "fatal_watchdog", True, None, True
+        return "fatal_watchdog", False, "soft_watchdog" if SOFT_WATCHDOG.search(text) else "watchdog", False
     if SURVIVABLE.search(text):
-        return None, False, "warning" if ALARMING.search(text) else None
+        return None, False, "warning" if ALARMING.search(text) else None, False
+    sticky = sticky_code(text)
+    if sticky is not None:
+        return sticky, True, None, True
     code = fatal_code_of(text) if _ANY_FATAL.search(text) else None
     if code is None and EXCEPTION.search(text):
         code = "fatal_error"
-    return code, code is not None, None
+    return code, code is not None, None, False
 
 
 def classify(msg):
@@ -156,12 +166,12 @@ CLASS_PHASES = {
 
 @functools.lru_cache(maxsize=4096)
 def _meaning(text):
-    """(phase, fatal_code, lethal, survivable, chatter, heartbeat, exit_status, unit_done, key) of a
-    prefix-free text. Cached: every rank prints the same lines."""
+    """(phase, fatal_code, lethal, sticky, survivable, chatter, heartbeat, exit_status, unit_done, key) of
+    a prefix-free text. Cached: every rank prints the same lines."""
     heartbeat = is_heartbeat(text)
-    code, lethal, survivable = (None, False, None) if heartbeat else lethal_code(text)
+    code, lethal, survivable, sticky = (None, False, None, False) if heartbeat else lethal_code(text)
     chatter = bool(code or survivable or FAILURE_CHATTER.search(text))
-    return (phase_of(text), code, lethal, survivable, chatter, heartbeat, sglang_dialect.exit_status(text),
+    return (phase_of(text), code, lethal, sticky, survivable, chatter, heartbeat, sglang_dialect.exit_status(text),
             bool(sglang_dialect.UNIT_DONE.search(text)), _NUMBERS.sub("#", text))
 
 

@@ -33,6 +33,7 @@ class Silence:
     last_progress_t: float
     cpu_pct: object = None       # the unit's CPU rate at its last reading, None before one
     cpu_known: bool = False      # a CPU reading within signal_stale_s
+    cpu_idle: object = None      # the detector's idle test (its rate, or its learned floor); None: below cpu_idle_pct
     gpus: object = None          # the GPU sample within signal_stale_s (detector._GpuSample), or None
     gpu_active_t: object = None  # the last poll with kernels coming and going
     gpu_run: int = 0             # polls in a row with a GPU reading, this one included
@@ -102,7 +103,7 @@ class StallSignatures:
         gpus = seen.gpus
         quiet_s = t - seen.last_progress_t
         cpu_known = seen.cpu_known
-        cpu_idle = cpu_known and seen.cpu_pct < s.cpu_idle_pct
+        cpu_idle = cpu_known and (seen.cpu_pct < s.cpu_idle_pct if seen.cpu_idle is None else seen.cpu_idle)
         gpu_active = gpus is not None and gpus.active
         spin_gpus = gpus.spinning if gpus is not None and not gpu_active else []
         spinning = len(spin_gpus) >= s.spin_min_gpus
@@ -248,7 +249,7 @@ class StallSignatures:
                 if t - last_burst < s.stall_parked_quiet_s:
                     return None
             hardware = "GPUs idle" if gpus.all_idle else "GPUs spinning, utilisation flat"
-        elif any(_host_wait_frame(new[r], s.stack_collective_depth) for r in common) and all(waits):
+        elif any(host_wait_frame(new[r], s.stack_collective_depth) for r in common) and all(waits):
             # every rank waits and some wait on the host, not only for their own GPUs: SGLang's
             # ranks run one code path in lockstep, so ranks parked apart wait on each other
             hardware = "no GPU reading; every rank waiting, on the host or a collective"
@@ -270,7 +271,7 @@ def wait_frame(frames, depth):
 
 
 @functools.lru_cache(maxsize=1024)
-def _host_wait_frame(frames, depth):
+def host_wait_frame(frames, depth):
     """A collective or host wait among the `depth` innermost frames (a device synchronize is not one)."""
     for f in frames[:depth]:
         name = f.strip().split(" ", 1)[0]
