@@ -24,6 +24,10 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.records.start_h
     HISTORY_LIMIT, SUPERVISOR_STARTS_DIR, load_history, model_of, supervisor_traces)
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.start_metrics import (
     StartMetrics, file_name, write_textfile)
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records import safe_files
+
+# The metrics file an outlook rewrites holds a few KiB; one over this is not read back.
+METRICS_FILE_MAX_BYTES = 1 << 20
 
 
 def record_phases(record):
@@ -135,9 +139,8 @@ class StartOutlook:
             return outlook
         name = file_name(unit)
         try:
-            with open("%s/%s" % (textfile_dir, name), encoding="utf-8") as fh:
-                previous = fh.read()
-        except OSError:
+            previous = safe_files.read_text_file("%s/%s" % (textfile_dir, name), METRICS_FILE_MAX_BYTES)
+        except OSError:   # none yet, or not a regular file within the bound: counters start at 0
             previous = None
         outlook = cls(unit, history, write=lambda n, text: write_textfile(textfile_dir, n, text),
                       previous_text=previous, warn=warn, host=host, read_residency=residency)

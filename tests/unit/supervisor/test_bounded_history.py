@@ -75,3 +75,24 @@ def test_the_history_of_the_supervisor_lists_only_start_folders(tmp_path):
     os.makedirs(os.path.join(root, "not-a-start"))
     assert supervisor_traces(root) == [os.path.join(folder, sr.TRACE)]
     assert len(load_history(supervisor_traces(root))) == 1
+
+
+def test_the_metrics_file_read_back_is_a_regular_file_within_its_bound(tmp_path):
+    from ansible_collections.sglang_ops.serving.plugins.module_utils.records.start_metrics import file_name
+    from ansible_collections.sglang_ops.serving.plugins.module_utils.services import start_outlook
+    starts, textfile = str(tmp_path / "starts"), tmp_path / "textfile"
+    textfile.mkdir()
+    counter = 'sglang_hangs_after_ready_total{unit="u"} 7\n'
+    (textfile / file_name("u")).write_text(counter)
+
+    def hangs():
+        outlook = start_outlook.StartOutlook.on_host("u", str(textfile), starts_dir=starts)
+        return [v for (metric, dummy), v in outlook.metrics.counters.items()
+                if metric == "sglang_hangs_after_ready_total"]
+    assert hangs() == [7.0]                                          # read back, counted on
+    (textfile / file_name("u")).write_text(counter + "#" * start_outlook.METRICS_FILE_MAX_BYTES)
+    assert hangs() == [0.0]                                          # too large: not read
+    (textfile / "elsewhere.prom").write_text(counter)
+    (textfile / file_name("u")).unlink()
+    os.symlink(str(textfile / "elsewhere.prom"), str(textfile / file_name("u")))
+    assert hangs() == [0.0]                                          # a link: not followed
