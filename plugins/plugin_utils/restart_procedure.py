@@ -376,7 +376,14 @@ class RestartProcedure:
             return None
         dummy_rc, out, dummy_err = self._sh(host_lock.peek_cmd(self.lock.lock_dir), "lock check")
         state, now, holder = host_lock.parse_answer(out)
-        return host_lock.describe(holder or {}, now) if state == "HELD" else None
+        if state != "HELD":
+            return None
+        stale = host_lock.stale_because(holder or {}, now, self.lock.controller, self.lock.alive)
+        if stale:   # a restart would take it over: said, and no reason to refuse
+            self.port.emit("restart lock: %s; stale (%s): a restart would take it over" % (
+                host_lock.describe(holder, now), stale))
+            return None
+        return host_lock.describe(holder or {}, now)
 
     # ---- the restart -------------------------------------------------------------------
     def restart(self):

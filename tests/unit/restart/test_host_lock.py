@@ -250,3 +250,21 @@ def test_status_shows_the_renewal_and_a_stale_lock(tmp_path):
 
 def time_since_renewal(tmp_path):
     return time.time() - os.stat(tmp_path / "run" / "restart.lock").st_mtime
+
+
+def test_status_names_a_stale_lock_and_would_take_it_over_a_live_one_would_refuse(tmp_path):
+    host = LockingHost()
+    lock_of(tmp_path, holder(pid=4242, controller="ctl-a")).acquire()
+    proc, host, dummy_probe, dummy_clock, lines, dummy_detectors = make_procedure(
+        tmp_path, [[progressing()]], host=host)
+    proc.lock = HostLock(host.shell, holder(pid=os.getpid(), controller="ctl-b"), lock_dir=str(tmp_path / "run"),
+                         controller="ctl-b")
+    assert proc.observe_once()["would"].startswith("would refuse: another restart holds the host: alice@ctl-a")
+    _age_lock(tmp_path, 13 * 60)
+    proc, host, dummy_probe, dummy_clock, lines, dummy_detectors = make_procedure(
+        tmp_path, [[progressing()]], host=host)
+    proc.lock = HostLock(host.shell, holder(pid=os.getpid(), controller="ctl-b"), lock_dir=str(tmp_path / "run"),
+                         controller="ctl-b")
+    assert proc.observe_once()["would"].startswith("would stop sglang-k26-ddtree")
+    said = [line for line in lines if line.startswith("restart lock: alice@ctl-a (PID 4242)")]
+    assert len(said) == 1 and "stale (it was not renewed for 13m" in said[0] and "would take it over" in said[0]
