@@ -297,7 +297,7 @@ def _summary(inc, fc, lines, spans):
 
 
 def build_incident(header, observations, assessments, run=None, diagnostics=None,
-                   runbook=None, host="", trace_files=(), earlier_attempts=()):
+                   runbook=None, host="", trace_files=(), earlier_attempts=(), daemon_starts=()):
     """The Incident for one watched start.
 
     header/observations: the trace (observations with `t`); assessments: the detector's
@@ -305,7 +305,9 @@ def build_incident(header, observations, assessments, run=None, diagnostics=None
     trace; diagnostics: {file name: text}; runbook: {anchor: RunbookSection};
     earlier_attempts: (observations, assessments) of each attempt before the last, in
     order, as its trace has them ((), () for one without a trace): the chart and the
-    timeline then show every attempt, the earliest first.
+    timeline then show every attempt, the earliest first; daemon_starts: (n, observations)
+    of the weight cache daemon's start the run followed before attempt n (a cold restart):
+    the chart draws it between the attempts.
     """
     header = header or {}
     run_attempts = _attempts(run)
@@ -370,12 +372,14 @@ def build_incident(header, observations, assessments, run=None, diagnostics=None
     inc.summary = _summary(inc, fc, lines, spans)
     inc.evidence = [redact(e) for e in inc.evidence]
     if earlier_attempts and not hand_over and len(earlier_attempts) == len(run_attempts) - 1:
-        _tell_every_attempt(inc, list(earlier_attempts), observations, spans)
+        _tell_every_attempt(inc, list(earlier_attempts), observations, spans, daemon_starts)
     return inc
 
 
-def _tell_every_attempt(inc, earlier, observations, spans):
-    """Phases, timeline and series of every attempt on the run's axis, the earliest first."""
+def _tell_every_attempt(inc, earlier, observations, spans, daemon_starts=()):
+    """Phases, timeline and series of every attempt on the run's axis, the earliest first;
+    a daemon's start between two attempts ends where the later attempt begins (the engine
+    starts once the daemon is ready), and begins no earlier than the earlier one ended."""
     lengths = [max([a.t or 0.0] + [float(o["t"]) for o in obs[-1:]]) for a, (obs, dummy) in zip(inc.attempts, earlier)]
     offsets = run_axis_offsets([a.started_epoch_s for a in inc.attempts], lengths + [0.0])
     all_phases, all_entries, all_obs = [], [], []
@@ -395,6 +399,13 @@ def _tell_every_attempt(inc, earlier, observations, spans):
         last.n, _ACTION_WORDS.get(inc.attempts[-2].action, inc.attempts[-2].action)))]
     all_entries += shifted_entries(inc.timeline, last.offset_s, last.n)
     all_obs += [dict(o, t=float(o["t"]) + last.offset_s) for o in observations]
+    for n, obs in daemon_starts:
+        i = next((k for k, a in enumerate(inc.attempts) if a.n == n), None)
+        if not i or not obs:
+            continue
+        begin = max(offsets[i - 1] + lengths[i - 1], offsets[i] - float(obs[-1]["t"]))
+        all_obs += [dict(o, t=float(o["t"]) + begin) for o in obs if float(o["t"]) + begin < offsets[i]]
+    all_obs.sort(key=lambda o: o["t"])
     inc.phases, inc.timeline = all_phases, all_entries
     inc.series = trace_signals.build_series(all_obs)
 

@@ -199,6 +199,24 @@ def _attempt_trace(run_dir, attempt, settings):
     return header, observations, _stored_assessments(observations) or replay(header, observations, settings)
 
 
+def daemon_start_traces(run_dir, run):
+    """[(n, observations)] of the weight cache daemon's start the run followed before attempt
+    n (run.json weight_cache.cold_restarts; its last start's trace in the folder)."""
+    out = []
+    for cold in ((run.get("weight_cache") or {}).get("cold_restarts") or []):
+        starts = cold.get("daemon_starts") or []
+        folder = cold.get("folder")
+        if not starts or not isinstance(folder, str) or not isinstance(cold.get("before_attempt"), int):
+            continue
+        path = os.path.join(run_dir, folder, "attempt-%d" % len(starts), "trace.jsonl")
+        if os.path.isfile(path):
+            try:
+                out.append((cold["before_attempt"], _load_trace(path)[1]))
+            except ReportInputError:
+                continue   # the daemon's trace is context only: the report goes on without it
+    return out
+
+
 def write_incident_report(run_dir, runbook_path=None, out_dir=None):
     """Build report.md, report.json and timeline.svg inside a restart run directory
     (or in out_dir, with links back to the run's traces)."""
@@ -218,7 +236,8 @@ def write_incident_report(run_dir, runbook_path=None, out_dir=None):
     runbook_path = runbook_path or runbook_mod.default_runbook_path()
     incident = build_incident(header, observations, assessments, run=run, diagnostics=diagnostics,
                               runbook=_runbook(runbook_path), host=run.get("host", ""), trace_files=trace_names,
-                              earlier_attempts=[(obs, assessed) for dummy, obs, assessed in traces[:-1]])
+                              earlier_attempts=[(obs, assessed) for dummy, obs, assessed in traces[:-1]],
+                              daemon_starts=daemon_start_traces(run_dir, run))
     out_dir = out_dir or run_dir
     links = [os.path.relpath(os.path.join(run_dir, n), os.path.abspath(out_dir)).replace(os.sep, "/")
              for n in trace_names]

@@ -64,7 +64,7 @@ def _segments(ts, values, t_max, gaps=()):
     for t, v in zip(ts, values):
         if t > t_max:
             break
-        if seg and any(seg[-1][0] <= g[0] and t >= g[1] for g in gaps):
+        if seg and any(seg[-1][0] <= g[0] < t or seg[-1][0] < g[1] <= t for g in gaps):
             out.append(seg)
             seg = []
         if v is None:
