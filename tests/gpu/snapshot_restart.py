@@ -19,7 +19,8 @@ page cache) and a second one (warm page cache), which is the one snapshotted.
 
 Then the same for tests/gpu/snapshot_ipc_server.py, which hands a weight shard out
 through CUDA IPC (--ipc export: a handle nobody opens; --ipc peer: a child process that
-opened it). A step that fails records its command, exit status and the error lines of
+opened it), and a snapshot taken of a server that goes on serving (take: criu dump
+--leave-running, resume, a completion, then the restores). A step that fails records its command, exit status and the error lines of
 its output (CRIU's log too), and the case goes no further; a failed dump is followed by
 a resume in place, so the suspend/resume pair is still measured.
 
@@ -27,8 +28,8 @@ Tools: --tools holds cuda-checkpoint (NVIDIA/cuda-checkpoint, bin/x86_64_Linux; 
 licence: never commit it) and debs/ (Debian's criu, 4.2 or later on kernels from 6.16,
 with the libraries it needs, glibc and its loader included), unpacked with dpkg -x into
 --work, never into /; docs/snapshot-restart.md lists the packages. Results go to --out
-as snapshot_results.json, rewritten after every step (the H200 run's is
-tests/gpu/snapshot_results_h200.json).
+as snapshot_results.json, rewritten after every step (the H200 runs' are
+tests/gpu/snapshot_results_h200.json and, for --cases take, snapshot_results_h200_take.json).
 
   python3 tests/gpu/snapshot_restart.py --tools .snapshot-tools --work /tmp/snap --out "$OUT"
 """
@@ -364,6 +365,7 @@ def restore_and_check(run, case, res, images, label, root, pids, baseline, log_p
     step["resume"] = toggle(run, pids, "resume", children_first=case.get("resume_children_first", False))
     step["resume"]["disk_read_gib"] = round((disk_read_bytes() - disk1) / 2**30, 3)
     step["gpu_mem_mib_after_resume"] = gpu_mem_mib()
+    step["rss_gib_after_resume"] = {p: rss_gib(p) for p in pids}
     step["compute_apps_after_resume"] = compute_apps()
     run.save()
     if "failed" in step["resume"]:
@@ -436,7 +438,9 @@ def snapshot_case(run, case):
         res["kill"] = kill_tree(tree(root), baseline)
         return
 
-    res["dump"] = criu(run, "dump", images, "dump-%s.log" % case["name"], ["-t", str(root), "--ghost-limit", "1G"])
+    take = ["--leave-running"] if case.get("leave_running") else []
+    res["dump"] = criu(run, "dump", images, "dump-%s.log" % case["name"], ["-t", str(root), "--ghost-limit", "1G"] + take)
+    dumped_log_size = os.path.getsize(log_path)
     res["image_gib"] = round(dir_bytes(images) / 2**30, 3)
     res["after_dump"] = {"tree_alive": [p for p in res["tree"] if alive(p)], "gpu_mem_mib": gpu_mem_mib(),
                          "mem": meminfo_gib("MemAvailable", "Cached", "Dirty")}
@@ -450,12 +454,21 @@ def snapshot_case(run, case):
             res["completion_in_place"] = repr(e)
         res["kill"] = kill_tree(tree(root), baseline)
         return
+    if take:
+        # A snapshot taken of a server that goes on serving: resume it, ask it, stop it.
+        res["resume_after_take"] = toggle(run, pids, "resume after the take", children_first=False)
+        try:
+            res["completion_after_take"] = post_completion(case["port"])
+        except OSError as e:
+            res["completion_after_take"] = repr(e)
+        res["rss_gib_after_resume"] = {p: rss_gib(p) for p in pids}
+        res["mem_after_resume"] = meminfo_gib("MemAvailable", "Cached")
+        res["kill"] = kill_tree(tree(root), baseline)
     p.wait()
     reap()
     t = time.monotonic()
     os.sync()
     res["sync_after_dump_s"] = round(time.monotonic() - t, 2)
-    dumped_log_size = os.path.getsize(log_path)
     if not restore_and_check(run, case, res, images, "page_cache", root, pids, baseline, log_path, dumped_log_size):
         res["stopped_at"] = "restore from the page cache"
         return
@@ -519,6 +532,9 @@ def cases(a):
                      "cmd": [py, ipc, "--ipc", "peer", "--port", "30104", "--dist-port", "29704"] + common + small,
                      "port": 30104, "peer_line": r"\[peer \d+\] checksum"},
     }
+    out["take"] = dict(out["plain_nocumem"], what="as plain, 4+1 GiB: the snapshot taken with criu dump --leave-running, "
+                       "the server resumed and asked before it is stopped and restored", env={}, leave_running=True, port=30106,
+                       cmd=[x.replace("30102", "30106").replace("29702", "29706") for x in out["plain_nocumem"]["cmd"]])
     out["ipc_peer_child_first"] = dict(out["ipc_peer"], what=out["ipc_peer"]["what"] + "; resumed child first",
                                        resume_children_first=True, port=30105,
                                        cmd=[x.replace("30104", "30105").replace("29704", "29705") for x in out["ipc_peer"]["cmd"]])
@@ -533,7 +549,7 @@ def main():
     ap.add_argument("--tools", required=True, help="folder with cuda-checkpoint and debs/")
     ap.add_argument("--work", default="/tmp/snap", help="images, logs and the unpacked CRIU")
     ap.add_argument("--out", required=True)
-    ap.add_argument("--cases", default="plain,ipc_export,ipc_peer,ipc_peer_child_first")
+    ap.add_argument("--cases", default="plain,ipc_export,ipc_peer,ipc_peer_child_first,take")
     ap.add_argument("--shards", type=int, default=14, help="plain: GiB of weights (1 GiB shards)")
     ap.add_argument("--kv-gib", type=int, default=6, help="plain: GiB of KV cache")
     ap.add_argument("--budget-s", type=float, default=540, help="start no case after this")
