@@ -58,3 +58,22 @@ def test_a_first_failure_a_restart_can_help_still_says_so(tmp_path):
                  assessment(10, "weight_load", "failed", "fatal_error", "Traceback")])
     with open(write_trace_report(str(trace), str(tmp_path / "out"))["markdown"], encoding="utf-8") as fh:
         assert "Does a restart help? yes — unknown cause; one restart is worth trying" in fh.read()
+
+
+def test_the_report_of_a_start_the_start_limit_ended_on_the_host_says_the_same(tmp_path):
+    """`bin/sglang-ops report /var/lib/sglang-ops/starts/current` after the OnFailure= handler
+    marked the last start needed_human (why: start_limit)."""
+    root = tmp_path / "starts"
+    folder = root / "20261130T110000Z-411"
+    folder.mkdir(parents=True)
+    (folder / "verdict.json").write_text(json.dumps({
+        "verdict": "failed", "unit": "sglang-k26-ddtree", "phase": "weight_load", "reason_code": "process_exited",
+        "reason": "the server process exited (status 1)", "exit_code": 70, "started_at": T0, "ended_at": T0 + 40,
+        "needed_human": {"why": "start_limit", "at": T0 + 45,
+                         "words": "sglang-k26-ddtree hit its start limit (StartLimitBurst within "
+                                  "StartLimitIntervalSec): systemd will not start it again until "
+                                  "`systemctl reset-failed sglang-k26-ddtree`; the last start: failed"}}))
+    with open(write_incident_report(str(folder), out_dir=str(tmp_path / "out"))["markdown"], encoding="utf-8") as fh:
+        md = _next(fh.read())
+    assert "worth trying" not in md and "Does a restart help? no — not again" in md
+    assert "start limit stopped the restarts" in md and "runbook.md#unit-start-limit" in md
