@@ -332,9 +332,9 @@ class RestartProcedure:
                  "watch every %.0f s (up to %d attempts)" % (self.unit, self.args["poll_s"], self.args["max_attempts"]))
         foreign = check.of_kind("foreign")
         orphans = check.of_kind("orphan")
-        held_by = self._lock_holder() or (state.get("held") and self._held_words(state))
+        held_by = self._lock_holder()
         if state.get("held"):
-            would = "would refuse: " + held_by
+            would = "would refuse: " + self._held_words(state)
         elif held_by:
             would = "would refuse: another restart holds the host: " + held_by
         elif foreign:
@@ -353,7 +353,7 @@ class RestartProcedure:
             res["weight_cache"] = dict(self.daemon.to_dict(), next_restart=planned.kind,
                                        next_restart_reason=planned.reason)
             res["weight_cache_summary"] = "%s; the next restart would be %s" % (self._daemon_words(), planned.words())
-            if not held_by and not foreign and not (orphans and not self.args["kill_orphans"]):
+            if not held_by and not state.get("held") and not foreign and not (orphans and not self.args["kill_orphans"]):
                 res["would"] = would + "; " + planned.words()
         if systemd_unit.is_supervised(state["exec_start"]):
             res["supervised"] = True
