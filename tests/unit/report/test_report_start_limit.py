@@ -61,7 +61,7 @@ def test_a_first_failure_a_restart_can_help_still_says_so(tmp_path):
 
 
 def test_the_report_of_a_start_the_start_limit_ended_on_the_host_says_the_same(tmp_path):
-    """`bin/sglang-ops report /var/lib/sglang-ops/starts/current` after the OnFailure= handler
+    """The report of the host's last start folder (/var/lib/sglang-ops/starts/current) after the OnFailure= handler
     marked the last start needed_human (why: start_limit)."""
     root = tmp_path / "starts"
     folder = root / "20261130T110000Z-411"
