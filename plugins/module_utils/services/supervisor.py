@@ -259,6 +259,7 @@ class Supervisor:
         if not a.final:
             self.notify.extend_timeout(self.s.extend_timeout_s)
         self.record.update(phase=a.phase, reason_code=a.reason_code, reason=a.reason, progress=line,
+                           eta=estimate.to_dict() if estimate is not None else None,
                            polls=self.record.record["polls"] + 1,
                            phase_durations=start_records.time_in_phases(self.phase_entries, obs["t"]),
                            supervisor=self._own_cost())
@@ -335,7 +336,8 @@ class Supervisor:
             trace=TraceTarget(self.record.trace_path, "start-" + self.record.name, self.s.unit,
                               "start of %s watched by its supervisor%s" % (self.s.unit, held),
                               open_writer=self._open_trace),
-            outlook=None, observe_only=self.observe_only)   # the outlook runs in _on_poll
+            outlook=None, recorded_outlook=self.outlook,   # the outlook runs in _on_poll; the trace records it
+            observe_only=self.observe_only)
         return watch_start(_HostPort(self), options, self.t0,
                            new_detector=lambda settings, **kw: _Observed(Detector(settings, **kw), self._on_poll))
 
