@@ -20,8 +20,8 @@ class Label:
     poll_s: float
     has_stacks: bool
     # Set on a variant whose trace says its fault cannot be told from healthy work without
-    # that variant's missing channel for as long as it was recorded (expect.without_gpu:
-    # "patient"): undecided to the end is then the right answer (rule 5), a verdict after
+    # that variant's missing channel for as long as it was recorded (expect.without_gpu or
+    # expect.without_stacks: "patient"): undecided to the end is then the right answer (rule 5), a verdict after
     # the onset is fine too, and one before it is still premature.
     patient: bool = False
 

@@ -195,7 +195,7 @@ PERTURBATIONS = collections.OrderedDict([
     ("split_lines", split_lines),
     ("split_lines_rand", split_lines_rand),
     ("no_gpu", without("gpus", "gpu_procs", name="no_gpu", what="no nvidia-smi fields", patience_key="without_gpu")),
-    ("no_stacks", without("stacks", name="no_stacks", what="no py-spy samples")),
+    ("no_stacks", without("stacks", name="no_stacks", what="no py-spy samples", patience_key="without_stacks")),
     ("shift1e9", shift(SHIFT_S)),
     ("dup_samples", dup_samples),
 ])

@@ -1,4 +1,6 @@
 """bench/scoring/judge.py: a verdict against its trace's label (docs/trace-format.md)."""
+import dataclasses
+
 import pytest
 
 from bench.scoring import judge as j
@@ -83,4 +85,7 @@ def test_a_patient_label_passes_undecided_to_the_end_but_not_a_premature_verdict
     assert j.judge(patient, verdict("undecided", 400.0), end_t=400.0).ok
     assert j.judge(patient, verdict("stalled", 300.0), end_t=400.0).ok
     assert j.judge(patient, verdict("stalled", 20.0), end_t=400.0).kind == j.PREMATURE
+    # however long the recording: without the channel the fault looks like healthy work throughout
+    assert j.judge(patient, verdict("undecided", 4000.0), end_t=4000.0).ok
+    assert j.judge(dataclasses.replace(patient, patient=False), verdict("undecided", 4000.0), end_t=4000.0).kind == j.MISSED
     assert not j.judge(label("stalled", 100.0), verdict("undecided", 400.0), end_t=400.0).ok

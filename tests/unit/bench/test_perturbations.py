@@ -147,3 +147,6 @@ def test_no_gpu_marks_a_trace_patient_only_when_its_expect_says_so():
     assert blind["expect"]["patient"] is True
     no_stacks, _ = apply("no_stacks", h, observations)
     assert "patient" not in no_stacks["expect"]
+    h["expect"]["without_stacks"] = "patient"
+    no_stacks, _ = apply("no_stacks", h, observations)
+    assert no_stacks["expect"]["patient"] is True
