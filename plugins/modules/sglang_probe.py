@@ -294,6 +294,16 @@ start_files:
   returned: when I(start_files) is set and names a start's folder (else named in RV(missing))
   type: dict
   sample: {trace.jsonl: "...", verdict.json: "...", diagnostics/py-spy.txt: "..."}
+refused:
+  description:
+    - What the start folders held that was not read, one line each naming the path and why (a symbolic link, a
+      FIFO or device, a hard link, a file of another owner, a file over its bound); such a file is null in
+      RV(start_files).
+  returned: when I(starts) or I(start_files) met such an entry
+  type: list
+  elements: str
+  sample: ["refused /var/lib/sglang-ops/starts/20261130T182239Z-6072/diagnostics/zz.txt: a symbolic link where a
+           regular file is expected; not copied"]
 running_requests:
   description:
     - C(running) is C(sglang:num_running_reqs), C(queued) C(sglang:num_queue_reqs), each summed over its label

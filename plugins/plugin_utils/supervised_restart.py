@@ -116,7 +116,7 @@ class SupervisedRestart:
         """The start's trace, verdict and diagnostics into attempt-<n>/ of the run."""
         res = self.port.read(start_files=os.path.basename(record["dir"]), starts_dir=self.starts_dir)
         files = dict(res.get("start_files") or {})
-        for refused in res.get("warnings") or ():   # a link or FIFO planted in the start's folder
+        for refused in res.get("refused") or ():   # a link or FIFO planted in the start's folder
             self.port.emit("warning: %s" % refused)
         trace = files.pop(start_records.TRACE, None)
         if trace:

@@ -272,7 +272,7 @@ def probe(req):
     """-> {"observation", "cursor", "missing", "cost": {"cpu_s", "wall_s"}}, and
     "unit_state", "gpu_holders", "unit_processes", "diagnostics" when asked for (unit mode only),
     "starts", "start_files" and "running_requests" (null with the reason in missing) when asked for;
-    "warnings" names what a start folder held that was refused (a link, a FIFO, a file too large)."""
+    "refused" names what a start folder held that was not read (a link, a FIFO, a file too large)."""
     wall0, cpu0 = time.monotonic(), _cpu_s()
     result = {"cursor": req.cursor, "missing": {}}
     missing = result["missing"]
@@ -294,7 +294,7 @@ def probe(req):
         result["unit_processes"] = cgroup.unit_processes(service)
     if req.diagnostics and service:
         result["diagnostics"] = diagnostics.collect(req.unit, req.since_epoch_s, req.venv_bin)
-    refused = []   # what a start folder held that is not read (safe_files): the module's warnings
+    refused = []   # what a start folder held that is not read (safe_files)
     if req.starts:
         result["starts"] = start_records.starts_of(req.starts_dir, req.starts, warn=refused.append)
     if req.start_files:
@@ -303,7 +303,7 @@ def probe(req):
         except ValueError as e:
             missing["start_files"] = str(e)
     if refused:
-        result["warnings"] = refused
+        result["refused"] = refused
     if req.running_requests:
         result["running_requests"], why = read_running_requests(req.url(), req.http_timeout_s)
         if why:

@@ -78,7 +78,7 @@ def test_the_probe_returns_no_secret_and_says_what_it_refused(host):
     res = probe(ProbeRequest(observation=False, start_files=name, starts_dir=starts))
     assert "planted-secret" not in json.dumps(res)
     assert res["start_files"]["diagnostics/zz-shadow.txt"] is None
-    assert len(res["warnings"]) == 1 and planted in res["warnings"][0]
+    assert len(res["refused"]) == 1 and planted in res["refused"][0]
 
 
 def test_a_symlinked_trace_verdict_or_diagnostics_folder_is_refused(host):
