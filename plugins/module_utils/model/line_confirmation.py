@@ -42,16 +42,16 @@ class LineConfirmation:
 
     def on_line(self, t, code, line, phase, seen_t, sticky=False):
         """A lethal line: opens the hypothesis, or sharpens the open one's class. A sticky
-        line makes the open hypothesis sticky and names it, whatever soft line came first."""
+        line makes the open hypothesis sticky, confirmed from the poll that brought it."""
         h = self.open
         if h is None:
             self.open = Hypothesis(t, code, line, phase, seen_t, lines=[line], sticky=sticky)
             return
         h.lines.append(line)
-        if (sticky and not h.sticky) or (sticky == h.sticky and self._priority(code) < self._priority(h.code)):
+        if self._priority(code) < self._priority(h.code):
             h.code, h.line, h.phase = code, line, phase
-            if sticky and not h.sticky:
-                h.sticky, h.t, h.seen_t = True, t, seen_t
+        if sticky and not h.sticky:
+            h.sticky, h.seen_t = True, seen_t
 
     def judge(self, t, dead, life, frozen):
         """(outcome, hypothesis) for this poll; outcome is CONFIRMED_DEAD, CONFIRMED_FROZEN,

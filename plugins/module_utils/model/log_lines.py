@@ -133,9 +133,10 @@ def lethal_code(text):
     if SURVIVABLE.search(text):
         return None, False, "warning" if ALARMING.search(text) else None, False
     sticky = sticky_code(text)
-    if sticky is not None:
-        return sticky, True, None, True
     code = fatal_code_of(text) if _ANY_FATAL.search(text) else None
+    if sticky is not None:
+        # named by the most specific class ("error during packing: ... illegal memory access")
+        return code or sticky, True, None, True
     if code is None and EXCEPTION.search(text):
         code = "fatal_error"
     return code, code is not None, None, False

@@ -58,11 +58,17 @@ def test_a_sticky_hypothesis_is_confirmed_without_progress_whatever_else_and_pro
     assert outcome == CONFIRMED_FROZEN and h.code == "fatal_port_in_use"
 
 
-def test_a_sticky_line_names_an_open_soft_hypothesis():
+def test_a_sticky_line_makes_an_open_soft_hypothesis_sticky_and_the_most_specific_class_names_it():
     c = LineConfirmation(confirm_window_s=60.0, freeze_min_s=10.0, priority={"fatal_oom": 0, "fatal_nccl": 5}.get)
     c.on_line(100.0, "fatal_oom", OOM, "cuda_graph", 105.0)
     c.on_line(101.0, "fatal_nccl", "NCCL error: unhandled cuda error", "cuda_graph", 105.0, sticky=True)
-    assert c.open.sticky and c.open.code == "fatal_nccl"
+    assert c.open.sticky and c.open.code == "fatal_oom"
+
+
+def test_a_sticky_error_inside_a_line_of_a_more_specific_class_keeps_that_class():
+    line = log_lines.classify("Unexpected error during packing of layer 3: RuntimeError: CUDA error: an illegal memory "
+                              "access was encountered")
+    assert (line.sticky, line.fatal_code) == (True, "fatal_packing")
 
 
 def _after_load_then(start, msg, cpu_pct, util, gpus=8):
