@@ -14,10 +14,7 @@ TRACES = sorted(glob.glob(os.path.join(REAL, "*.jsonl")))
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 # Recordings whose label the detector does not meet yet (tests/traces/real/README.md says
 # what it decides): strict, so each one leaves this list as soon as the detector meets it.
-PENDING = {
-    "real_h200_failed_port_in_use_ranks_idle.jsonl":
-        "issue 32, class 2: a bind failure with the ranks at a CPU floor is still 'progressing' at its end",
-}
+PENDING = {}
 
 
 def _labelled(paths):
@@ -57,7 +54,8 @@ def test_replay_verdict_matches_the_label(path):
     assert res["t"] >= exp["onset_t"], "acted before the fault: %s" % res
     latency = res["t"] - exp["onset_t"]
     if exp["outcome"] == "failed":
-        assert res["verdict"] == "failed" and latency <= 2 * poll + 1, res
+        # score.py's budget: a lethal line needs up to a minute to be confirmed (rule 1)
+        assert res["verdict"] == "failed" and latency <= max(60, 2 * poll + 1), res
     else:
         budget = 600 if any("stacks" in o for o in obs) else 1800 + 2 * poll
         assert res["verdict"] == "stalled" and latency <= budget, res
