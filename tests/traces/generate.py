@@ -1284,6 +1284,23 @@ def failed_bind_after_load_ranks_at_cpu_floor():
 
 
 @scenario
+def healthy_one_process_cpu_bound_ranks_idle_16min():
+    sim = Sim("healthy_one_process_cpu_bound_ranks_idle_16min",
+              "The CPU floor's healthy twin: after graph capture one process works on one core for 16 min (a tokenizer "
+              "or a CPU repack; ~105 % over 10 processes, about 10 % each, the rate a floor may have) while the ranks "
+              "idle, GPUs idle with flat memory, no log line, no stacks; then the server comes up. The start never sat "
+              "at a lower rate before, so its floor is unknown and the phase is work, not a start at its floor.",
+              family="new", seed=77)
+    sim.stacks_missing_reason = "py-spy not found"
+    warm_start_to_graph(sim)
+    s_graph(sim)
+    sim.run(16 * 60, cpu_pct=105, util=(0, 0))
+    s_http_ready(sim)
+    sim.expect_ready()
+    return sim
+
+
+@scenario
 def healthy_download_ranks_at_cpu_floor_sparse_progress():
     sim = Sim("healthy_download_ranks_at_cpu_floor_sparse_progress",
               "A slow hub download before the load: rank 0 writes a finished chunk every 1.5-2.5 min while every rank "

@@ -28,6 +28,7 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.model.line_conf
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.observe_gate import CEILING_CODE, OBSERVING, ObserveOnlyGate
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.phases import PhaseModel
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.sglang_dialect import bar_kind
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.unit_gpu_memory import UnitGpuMemory
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.stall_signatures import (
     DEVICE_SYNC, Silence, StallSignatures, host_wait_frame, wait_frame)
 
@@ -99,7 +100,8 @@ class Detector:
         # channel baselines
         self._cpu = None          # (t, cpu_s)
         self._io = None           # (t, read_bytes, write_bytes)
-        self._mem_ref = {}        # gpu index -> mem_used_mib at its last move
+        self._mem_ref = {}        # gpu index (board) or ("unit", index) -> MiB at its last move
+        self._unit_memory = UnitGpuMemory()
         self._gpus = None         # _GpuSample, the last nvidia-smi answer
         self._cpu_pct = None
         self._cpu_t = None
@@ -148,7 +150,7 @@ class Detector:
         self._read_logs(obs.get("log") or (), t, moved, facts)
         dead = self._read_unit(obs, facts)
         self._read_procs(obs.get("procs"), t, moved, first)
-        self._read_gpus(obs.get("gpus"), t, moved, first, obs.get("gpu_procs"))
+        self._read_gpus(obs.get("gpus"), t, moved, first, obs.get("gpu_procs"), self._unit_memory.per_gpu(obs))
         self._read_missing(obs, t)
         self._read_http(obs.get("http"), t, moved, first)
         sample = self._read_stacks(obs.get("stacks"), t)
@@ -352,8 +354,9 @@ class Detector:
             return True
         return any(p.get("gpu") == idx for p in gpu_procs if isinstance(p, dict))
 
-    def _read_gpus(self, gpus, t, moved, first, gpus_procs=None):
-        """Record one nvidia-smi sample: memory moves, spinning and idle GPUs, sums."""
+    def _read_gpus(self, gpus, t, moved, first, gpus_procs=None, unit_mem=None):
+        """Record one nvidia-smi sample: memory moves (of the unit's own processes where
+        `unit_mem` has them, else of the board), spinning and idle GPUs, sums."""
         if not isinstance(gpus, list) or not gpus:
             self._gpu_run = 0
             return
@@ -404,11 +407,14 @@ class Detector:
             mem = g.get("mem_used_mib")
             if mem.__class__ is int or mem.__class__ is float:
                 used += mem
-                ref = refs.get(idx)
+                key = idx
+                if unit_mem is not None:
+                    key, mem = ("unit", idx), unit_mem.get(idx, 0)
+                ref = refs.get(key)
                 if ref is None:
-                    refs[idx] = mem
+                    refs[key] = mem
                 elif mem - ref >= noise or ref - mem >= noise:
-                    refs[idx] = mem
+                    refs[key] = mem
                     mem_moved = True
             total += g.get("mem_total_mib") or 0
         if mem_moved and not first:

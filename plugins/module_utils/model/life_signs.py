@@ -138,20 +138,38 @@ class CpuFloor:
     """Rule 2: a start's CPU floor, learned from its own quietest stretch: the lowest rate,
     per process, that held over `stretch` readings in a row (poll loops, heartbeats, ZMQ:
     a few % per rank, never assumed zero). A rate at that floor is neither progress nor
-    activity. Rates above `max_per_process_pct` per process are never a floor."""
+    activity. Rates above `max_per_process_pct` per process are never a floor.
+
+    A stretch's rate becomes the floor only once the rate has left it (risen above it and
+    its margin for a stretch of readings): the readings are sums over the unit, so a stretch
+    with one process busy on one core and the others idle (a tokenizer, a CPU repack) reads a
+    few % per process too, and judging a stretch by a floor learned from itself would freeze
+    that phase. A start back at a floor it sat at before is judged against it at once."""
 
     def __init__(self, max_per_process_pct, margin_pct, stretch=3):
         self.max_pct, self.margin = max_per_process_pct, margin_pct / 100.0
         self._recent = deque(maxlen=stretch)
-        self.per_process_pct = None
+        self._current = None          # the quietest stretch since the rate last left one
+        self._above = 0               # readings in a row above it and its margin
+        self.per_process_pct = None   # the floor: the quietest stretch the rate has left
 
     def update(self, rate_pct, processes):
         """One interval's rate (percent of one core, summed) over `processes` processes."""
-        self._recent.append(rate_pct / max(1, processes))
+        per_process = rate_pct / max(1, processes)
+        current = self._current
+        if current is not None and per_process > current * (1.0 + self.margin):
+            self._above += 1
+            if self._above >= self._recent.maxlen:   # left for a stretch, not one noisy reading
+                if self.per_process_pct is None or current < self.per_process_pct:
+                    self.per_process_pct = current
+                self._current = current = None
+        else:
+            self._above = 0
+        self._recent.append(per_process)
         if len(self._recent) == self._recent.maxlen:
             stretch = max(self._recent)
-            if stretch <= self.max_pct and (self.per_process_pct is None or stretch < self.per_process_pct):
-                self.per_process_pct = stretch
+            if stretch <= self.max_pct and (current is None or stretch < current):
+                self._current = stretch
 
     def at_floor(self, rate_pct, processes):
         """Whether a rate is no more than the learned floor (and its margin)."""

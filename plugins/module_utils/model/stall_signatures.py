@@ -106,7 +106,12 @@ class StallSignatures:
         cpu_idle = cpu_known and (seen.cpu_pct < s.cpu_idle_pct if seen.cpu_idle is None else seen.cpu_idle)
         gpu_active = gpus is not None and gpus.active
         spin_gpus = gpus.spinning if gpus is not None and not gpu_active else []
-        spinning = len(spin_gpus) >= s.spin_min_gpus
+        # the latest stack sample shows a rank computing on the host, not waiting for its GPU:
+        # a board read flat out is then not this start's spin (another process on a shared
+        # board, or a CPU phase beside a long kernel)
+        host_at_work = seen.work_stack_t is not None and seen.work_stack_t == seen.last_stack_t \
+            and t - seen.last_stack_t <= 3 * s.stacks_interval_s
+        spinning = len(spin_gpus) >= s.spin_min_gpus and not host_at_work
         gpus_idle = gpus is not None and gpus.all_idle
         # no GPU reading and the ranks waiting on their GPUs: the GPUs may well be computing
         gpu_wait_blind = gpus is None and seen.sync_stack_t is not None and t - seen.sync_stack_t <= 3 * s.stacks_interval_s

@@ -120,8 +120,13 @@ def test_blind_a_soft_line_then_a_frozen_cpu_fails(start):
 
 def test_the_cpu_floor_is_the_quietest_stretch_per_process_and_never_a_busy_rate():
     floor = CpuFloor(max_per_process_pct=15.0, margin_pct=50.0)
-    for rate in (800, 790, 820, 120, 130, 118, 125, 600):
+    for rate in (800, 790, 820, 120, 130, 118, 125):
         floor.update(rate, 10)
+    assert floor.per_process_pct is None, "a stretch is no floor while the rate sits in it"
+    floor.update(600, 10)
+    assert floor.per_process_pct is None, "one reading above is noise, not the stretch left"
+    floor.update(610, 10)
+    floor.update(590, 10)
     assert floor.per_process_pct == pytest.approx(13.0)
     assert floor.at_floor(150, 10) and not floor.at_floor(400, 10)
     busy = CpuFloor(max_per_process_pct=15.0, margin_pct=50.0)
@@ -130,12 +135,26 @@ def test_the_cpu_floor_is_the_quietest_stretch_per_process_and_never_a_busy_rate
     assert busy.per_process_pct is None and not busy.at_floor(800, 10)
 
 
-def test_a_start_at_its_cpu_floor_with_idle_gpus_is_idle_not_busy(start):
+def test_a_start_back_at_the_cpu_floor_it_sat_at_before_with_idle_gpus_is_idle_not_busy(start):
     s = start(gpus=8, stall_idle_window_s=120.0)
     s.comm = {"python3": 10}
     s.loaded()
     s.util = [0] * 8
+    s.polls(60, cpu_pct=120)
+    s.polls(60, cpu_pct=800)
     out = s.polls(400, cpu_pct=120)
     assert out[5].evidence["signature"] == "idle"
     a = next(a for a in out if a.final)
     assert (a.verdict, a.reason_code) == ("stalled", "stall_idle")
+
+
+def test_one_process_busy_on_one_core_while_the_others_idle_is_never_its_own_floor(start):
+    # a tokenizer or a CPU repack: 100 % of one core over 8 processes reads 12.5 % each,
+    # within a floor's bound; learned from this stretch itself it would read as idle
+    s = start(gpus=8)
+    s.comm = {"python3": 8}
+    s.loaded()
+    s.util = [0] * 8
+    out = s.polls(1200, cpu_pct=100)
+    assert not any(a.final for a in out), next(a for a in out if a.final).reason
+    assert out[-1].evidence.get("signature") != "idle"
