@@ -89,19 +89,28 @@ ee: system-packages venv podman
 ee-test: ee image
 	@VENV=$(VENV) bin/molecule-scenarios ee
 
-# The unit tests (one core, about 6 min) run beside the rest, whose first half (the
-# checks, then Molecule's converge of the default host) is not timing-sensitive either;
-# their output goes to .cache/unit-tests.log and its end is shown when both are done.
+# The unit tests (one core, about 6 min) and the checks (detector, alerts, lint, the
+# collection's sanity and units) run beside the Molecule scenarios, whose first ten minutes
+# (creating and converging the hosts, the testinfra checks) are not timing-sensitive; their
+# output goes to .cache/unit-tests.log and .cache/checks.log, and their ends are shown when
+# all three are done. The execution environment is built first: its build writes the
+# collection tarball that the sanity check also builds.
 UNIT_LOG := .cache/unit-tests.log
-test: system-packages venv image
+CHECKS_LOG := .cache/checks.log
+test: system-packages venv image ee
 	@mkdir -p .cache; echo "== unit tests in the background, output in $(UNIT_LOG)"; \
 	$(MAKE) --no-print-directory unit > $(UNIT_LOG) 2>&1 & unit_pid=$$!; \
-	$(MAKE) --no-print-directory detector alerts lint sanity units molecule; rest=$$?; \
-	wait $$unit_pid; unit=$$?; \
+	echo "== checks (detector alerts lint sanity units) in the background, output in $(CHECKS_LOG)"; \
+	$(MAKE) --no-print-directory detector alerts lint sanity units > $(CHECKS_LOG) 2>&1 & checks_pid=$$!; \
+	VENV=$(VENV) bin/molecule-scenarios $(MOLECULE_SCENARIOS); molecule=$$?; \
+	wait $$checks_pid; checks=$$?; wait $$unit_pid; unit=$$?; \
+	echo "== checks (end of $(CHECKS_LOG))"; tail -n 25 $(CHECKS_LOG); \
+	grep -a -E '^(make: \*\*\*|(fail|missed|late) |ERROR: )' $(CHECKS_LOG) || true; \
+	[ $$checks -eq 0 ] || echo "== checks failed (exit $$checks): $(CHECKS_LOG)"; \
 	echo "== unit tests (end of $(UNIT_LOG))"; tail -n 15 $(UNIT_LOG); \
 	grep -a -E '^(FAILED|ERROR) ' $(UNIT_LOG) || true; \
 	[ $$unit -eq 0 ] || echo "== unit tests failed (exit $$unit): $(UNIT_LOG)"; \
-	[ $$rest -eq 0 ] && [ $$unit -eq 0 ]
+	[ $$molecule -eq 0 ] && [ $$checks -eq 0 ] && [ $$unit -eq 0 ]
 
 demo: system-packages venv image
 	bin/demo
