@@ -14,14 +14,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 WARM = os.path.join(ROOT, "tests", "traces", "corpus", "healthy_warm_cache.jsonl")
 COLLECTIONS = os.path.join(ROOT, "collections")
 # The outlook a supervisor builds when a start begins, in a process of its own: its peak
-# memory and the time it took.
-MEASURE = """import json, resource, sys, time
+# memory and the time it took. The peak is VmHWM, this process image's own high-water mark:
+# getrusage's ru_maxrss keeps the forking parent's size across exec (a pytest process
+# grown large by the tests before this one).
+MEASURE = """import json, re, sys, time
 sys.path.insert(0, %r)
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services.start_outlook import StartOutlook
 t0 = time.monotonic()
 outlook = StartOutlook.on_host("u", None, starts_dir=sys.argv[1])
 print(json.dumps({"s": time.monotonic() - t0, "history": [r["source"] for r in outlook.history],
-                  "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}))
+                  "max_rss_mib": int(re.search(r"VmHWM:\\s+(\\d+) kB", open("/proc/self/status").read()).group(1)) / 1024.0}))
 """
 
 
