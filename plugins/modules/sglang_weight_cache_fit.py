@@ -13,7 +13,7 @@ description:
     SGLang (I(python)'s C(sglang.srt.weight_cache.protocol.is_ipc_quant_supported)) whether its
     weight cache daemon and client share that method over CUDA IPC.
   - When that SGLang does not import (no venv yet, a release without the weight cache), the
-    allowlist of the pinned release answers (SGLang 0.5.23's C(IPC_QUANT_ALLOWLIST):
+    allowlist of the pinned release answers (SGLang 0.5.23's C(IPC_QUANT_ALLOWLIST), which holds
     unquantized and block-wise FP8 only).
   - Reads only; runs the same in check mode.
 version_added: "0.1.0"
