@@ -31,7 +31,8 @@ options:
     type: list
     elements: str
     default: []
-author: sglang-ops maintainers
+author:
+  - sglang-ops maintainers (@sglang-ops)
 """
 
 EXAMPLES = r"""

@@ -629,7 +629,8 @@ class Detector:
         s = self.settings
         cpu_known = self._cpu_pct is not None and self._cpu_t is not None and t - self._cpu_t <= s.signal_stale_s
         seen = Silence(t=t, phase=self.phases.phase, last_progress_t=self._last_progress_t, cpu_pct=self._cpu_pct,
-                       cpu_known=cpu_known, cpu_idle=cpu_known and self._cpu_idle(self._fresh_gpus(t)), gpus=self._fresh_gpus(t), gpu_active_t=self._gpu_active_t,
+                       cpu_known=cpu_known, cpu_idle=cpu_known and self._cpu_idle(self._fresh_gpus(t)),
+                       gpus=self._fresh_gpus(t), gpu_active_t=self._gpu_active_t,
                        gpu_run=self._gpu_run, smi_since=self._smi_since, cpu_burst_t=self._cpu_bursts.last_t,
                        frozen_s=self._frozen.held_s(t), stopped=self._procs_stopped, compilers=self._compilers,
                        stacks=self._stacks, last_stack_t=self._last_stack_t, work_stack_t=self._work_stack_t,
