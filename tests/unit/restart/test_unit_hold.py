@@ -6,7 +6,7 @@ import subprocess
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host import systemd_unit
 
-from restart_fakes import FakeHost, make_procedure, ready
+from ansible_collections.sglang_ops.serving.tests.unit.restart.restart_fakes import FakeHost, make_procedure, ready
 
 HOLD = systemd_unit.hold_path("sglang-k26-ddtree")
 
