@@ -43,6 +43,7 @@ ARGUMENT_SPEC = {
     "artifacts_dir": {"type": "path"},
     "metrics_dir": {"type": "path"},
     "detector": {"type": "dict", "default": {}},
+    "supervisor_detector": {"type": "dict", "default": {}},
     "completion_model": {"type": "str", "default": "default"},
     "backoff_base_s": {"type": "float", "default": 10.0},
     "backoff_max_s": {"type": "float", "default": 120.0},
@@ -70,10 +71,15 @@ class ActionModule(ActionBase):
         del tmp
         dummy_valid, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         problems = _arg_problems(args)
+        settings = supervisor_settings = None
         try:
             settings = DetectorSettings().with_overrides(dict(args["detector"] or {}))
         except ValueError as exc:
             problems.append("detector settings: %s" % exc)
+        try:
+            supervisor_settings = DetectorSettings().with_overrides(dict(args["supervisor_detector"] or {}))
+        except ValueError as exc:
+            problems.append("supervisor_detector settings: %s" % exc)
         if problems:  # all of them at once, before anything runs on the host
             raise AnsibleActionFail("sglang_restart: " + "; ".join(problems))
 
@@ -115,7 +121,8 @@ class ActionModule(ActionBase):
                 emit, options, step_s, max_total_s))
         try:
             if self._task.check_mode:
-                outcome = procedure.observe_once()
+                # A supervised unit's starts are decided with its supervisor's settings.
+                outcome = procedure.observe_once(supervised_settings=supervisor_settings)
             else:
                 # Ansible's worker dies on SIGINT/SIGTERM without unwinding; this way the
                 # run records the interruption and gives the host lock back first.

@@ -145,6 +145,15 @@ options:
       - Unsupervised units only; on a supervised unit set C(sglang_service_supervisor_detector) instead.
     type: dict
     default: {}
+  supervisor_detector:
+    description:
+      - The detector settings overrides of the unit's supervisor (the sglang_service role's
+        C(sglang_service_supervisor_detector)), checked as O(detector) is.
+      - "Used in check mode only: on a supervised unit the one observation is assessed with
+        these, the settings that decide its starts; a real run follows the supervisor's
+        verdicts and records the settings its traces name."
+    type: dict
+    default: {}
   completion_model:
     description: Model name sent with the one-token completion that proves the server ready.
     type: str
@@ -227,7 +236,13 @@ options:
 attributes:
   check_mode:
     support: full
-    description: Observes once and reports what it would do; never stops or starts the unit.
+    description:
+      - Observes once and reports what it would do; never stops or starts the unit.
+      - "It makes the preflight decisions of a real run: a held unit, a restart lock held by
+        another run, foreign GPU holders, leftovers without O(kill_orphans), options a
+        supervised unit refuses and a supervised node of a server are each reported as
+        C(would refuse: ...). On a supervised unit it says that the unit would be restarted
+        once and its supervisor followed, and assesses with O(supervisor_detector)."
   diff_mode:
     support: none
     description: Returns no diff; the result and the artifacts say what changed.

@@ -314,8 +314,10 @@ class RestartProcedure:
             self.port = self.port.with_probe_args(venv_bin=self.venv.rstrip("/") + "/bin")
 
     # ---- check mode / status --------------------------------------------------------
-    def observe_once(self):
-        """One observation and the detector's reading of it; changes nothing on the host."""
+    def observe_once(self, supervised_settings=None):
+        """One observation and the detector's reading of it, and what a restart would do (the
+        preflight decisions of a real run); changes nothing on the host. supervised_settings:
+        the DetectorSettings of the unit's supervisor, used when the unit runs under it."""
         state, check = self._preflight_read()
         if not state["installed"]:
             return self._finish("check_mode", "preflight", "unit_missing",
@@ -326,24 +328,31 @@ class RestartProcedure:
         if result.get("failed") or "observation" not in result:
             raise RemoteStepFailed("probe failed on %s: %s" % (self.host, result.get("msg", "no observation")))
         obs = relative_observation(result["observation"], t0)
-        a = self.options.new_detector(self.options.settings).observe(obs)
+        supervised = systemd_unit.is_supervised(state["exec_start"])
+        # On a supervised unit its supervisor's settings decide every start: assess with those.
+        settings = supervised_settings if supervised and supervised_settings is not None else self.options.settings
+        a = self.options.new_detector(settings).observe(obs)
         self.port.emit(progress_line(a))
-        would = ("would stop %s, confirm its processes are gone and the GPUs released, start it and "
-                 "watch every %.0f s (up to %d attempts)" % (self.unit, self.args["poll_s"], self.args["max_attempts"]))
-        foreign = check.of_kind("foreign")
-        orphans = check.of_kind("orphan")
+        if supervised and self.server is None:
+            would = ("would restart %s once and follow its supervisor, which decides every start (systemd "
+                     "restarts it while a restart can help)" % self.unit)
+        else:
+            would = ("would stop %s, confirm its processes are gone and the GPUs released, start it and watch "
+                     "every %.0f s (up to %d attempts)" % (self.unit, self.args["poll_s"], self.args["max_attempts"]))
+        # The same preflight decisions a real run makes, in its order (the lock is taken first).
+        refusal = self._preflight_refusal(state, check)
         held_by = self._lock_holder()
-        if state.get("held"):
-            would = "would refuse: " + self._held_words(state)
+        if refusal and refusal[0] == "unit_held":
+            would = "would refuse: " + refusal[1]
         elif held_by:
             would = "would refuse: another restart holds the host: " + held_by
-        elif foreign:
-            would = "would refuse: GPUs held by processes outside the unit: " + \
-                    "; ".join(h.describe() for h in foreign)
-        elif orphans and not self.args["kill_orphans"]:
-            would = "would refuse: leftover server processes hold GPUs (kill_orphans is off): " + \
-                    "; ".join(h.describe() for h in orphans)
+        elif refusal:
+            would = "would refuse: " + refusal[1]
+        self.record["settings"] = settings.to_dict()
+        if settings is not self.options.settings:
+            self.record["settings_from"] = "the unit's supervisor (supervisor_detector)"
         res = self._finish("check_mode", a.phase, a.reason_code, a.reason)
+        res["settings"] = self.record["settings"]
         res.update({"changed": True, "would": would, "assessment": a.to_dict(),
                     "unit_state": obs.get("unit"), "missing": result.get("missing", {}),
                     "msg": "%s: %s; %s" % (self.host, a.reason, would)})
@@ -353,13 +362,39 @@ class RestartProcedure:
             res["weight_cache"] = dict(self.daemon.to_dict(), next_restart=planned.kind,
                                        next_restart_reason=planned.reason)
             res["weight_cache_summary"] = "%s; the next restart would be %s" % (self._daemon_words(), planned.words())
-            if not held_by and not state.get("held") and not foreign and not (orphans and not self.args["kill_orphans"]):
+            if not held_by and not refusal:
                 res["would"] = would + "; " + planned.words()
         if systemd_unit.is_supervised(state["exec_start"]):
             res["supervised"] = True
             res["recent_starts"] = self._recent_starts()
             res["recent_starts_summary"] = [supervised_restart.start_summary(r) for r in res["recent_starts"]]
         return res
+
+    def _preflight_refusal(self, state, check):
+        """What makes a restart refuse the host before anything changes, as (reason_code,
+        reason, because), or None: the decisions of a real run (_restart) and of check mode."""
+        supervised = systemd_unit.is_supervised(state["exec_start"])
+        if state.get("held"):
+            return ("unit_held", self._held_words(state), "on-call holds the unit: nothing was stopped or started")
+        foreign = check.of_kind("foreign")
+        if foreign:
+            return ("gpu_busy_foreign", "GPUs held by processes outside %s: %s" % (
+                self.unit, "; ".join(h.describe() for h in foreign)), None)
+        if self.server is None and supervised:
+            refused = supervised_option_problem(self.options)
+            if refused:
+                return ("option_not_applicable", refused,
+                        "nothing was changed: an option that would silently do nothing is refused")
+        orphans = check.of_kind("orphan")
+        if orphans and not self.args["kill_orphans"]:
+            return ("orphan_processes", "leftover server processes outside %s hold GPU memory: %s "
+                    "(set kill_orphans: true to kill them)" % (self.unit, "; ".join(h.describe() for h in orphans)),
+                    None)
+        if self.server is not None and supervised:
+            return ("server_node_supervised", "%s runs under the unit supervisor, which decides for one host only; "
+                    "the nodes of a server over several hosts run without it (sglang_service_supervisor: false)"
+                    % self.unit, None)
+        return None
 
     def _held_words(self, state):
         return ("%s is held by on-call (%s): systemd starts it for nobody; release the hold with "
@@ -420,26 +455,10 @@ class RestartProcedure:
             return self._hand_over("preflight", "unit_missing",
                                    "unit %s is not installed (run playbooks/site.yml first)" % self.unit)
         self._note_preflight(check)
-        if state.get("held"):
-            return self._hand_over("preflight", "unit_held", self._held_words(state),
-                                   because="on-call holds the unit: nothing was stopped or started")
-        foreign = check.of_kind("foreign")
-        if foreign:
-            return self._hand_over("preflight", "gpu_busy_foreign",
-                                   "GPUs held by processes outside %s: %s" % (
-                                       self.unit, "; ".join(h.describe() for h in foreign)))
-        if self.server is None and systemd_unit.is_supervised(state["exec_start"]):
-            refused = supervised_option_problem(self.options)
-            if refused:
-                return self._hand_over("preflight", "option_not_applicable", refused,
-                                       because="nothing was changed: an option that would silently do nothing "
-                                               "is refused")
+        refusal = self._preflight_refusal(state, check)
+        if refusal:
+            return self._hand_over("preflight", *refusal)
         orphans = check.of_kind("orphan")
-        if orphans and not self.args["kill_orphans"]:
-            return self._hand_over("preflight", "orphan_processes",
-                                   "leftover server processes outside %s hold GPU memory: %s "
-                                   "(set kill_orphans: true to kill them)" % (
-                                       self.unit, "; ".join(h.describe() for h in orphans)))
 
         if self.args.get("prewarm") and self.prewarm is not None:
             # While the old instance still serves: read the model into the page cache.
@@ -447,11 +466,6 @@ class RestartProcedure:
             self.record["prewarm"] = self._prewarm(dict(self.args["prewarm"]))
 
         if self.server is not None:
-            if systemd_unit.is_supervised(state["exec_start"]):
-                return self._hand_over("preflight", "server_node_supervised",
-                                       "%s runs under the unit supervisor, which decides for one host only; the "
-                                       "nodes of a server over several hosts run without it "
-                                       "(sglang_service_supervisor: false)" % self.unit)
             handed_over = self._meet("preflight", "preflight", self.args["start_timeout_s"])
             if handed_over:
                 return handed_over

@@ -20,6 +20,7 @@ FROM_THE_ROLE = {
     "unit": "sglang_service_unit_name",       # the unit the role installs
     "port": "sglang_service_port",            # the port the role's unit listens on
     "weight_cache": "sglang_service_weight_cache",   # the role installs the daemon's unit beside it
+    "supervisor_detector": "sglang_service_supervisor_detector",   # the settings the role gives the supervisor
 }
 # The server's nodes come from the inventory group named by sglang_service_nodes_group.
 FROM_THE_INVENTORY = {"server"}
