@@ -42,7 +42,8 @@ import time
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host import bounded_run, http_check, nvidia_smi, procfs, pyspy, systemd_unit
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model import failure_classes, log_lines, sglang_dialect, weight_cache
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records import start_records
-from ansible_collections.sglang_ops.serving.plugins.module_utils.services import log_filter, log_pump, observe_only, sd_notify, work_counters
+from ansible_collections.sglang_ops.serving.plugins.module_utils.services import (
+    log_filter, log_pump, observe_only, sd_notify, weight_cache_watch, work_counters)
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector import Detector
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.durations import fmt_duration
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings
@@ -143,6 +144,7 @@ class Supervisor:
         self.cache_watch = WeightCacheWatch(settings.weight_cache_ready_template, settings.nvidia_smi) \
             if settings.weight_cache_ready_template else None
         self.start_kind = None   # weight_cache.StartKind of an engine attaching to the daemon
+        self.cold_reason = None  # why this engine start is cold (weight_cache_watch.cold_decision), or None
 
     @property
     def serves_cache(self):
@@ -230,7 +232,7 @@ class Supervisor:
         for key in ("unit", "log", "process") + (("http",) if self.serves_cache else ()):
             missing.pop(key, None)
         if self.serves_cache:
-            obs["weight_cache"] = self.cache_watch.observation(self.cache_watch.check())
+            obs["weight_cache"] = self.cache_watch.observation(self.cache_watch.check(launcher_pid=self.child.pid))
         obs["unit"] = self._unit_view()
         obs["log"], dropped = self.pump.drain()
         if dropped:
@@ -271,10 +273,14 @@ class Supervisor:
         changed = False
         for rec in obs.get("log") or ():
             changed = self.start_kind.on_line(rec.get("msg") or "") or changed
+        if self.cold_reason and self.start_kind.kind == weight_cache.RESTART_WARM:
+            # attached to the daemon reloaded for this start: a cold start
+            self.start_kind.kind, self.start_kind.reason = weight_cache.RESTART_COLD, self.cold_reason
         if changed:
             self._record_start_kind()
-            self.say("%s start: %s" % (self.start_kind.kind, "attached to the weight cache" if self.start_kind.warm
-                                       else "the weights load from disk (%s)" % self.start_kind.reason))
+            self.say("%s start: %s" % (self.start_kind.kind, "attached to the weight cache" + (
+                " (its daemon reloaded: %s)" % self.start_kind.reason if self.cold_reason else "")
+                if self.start_kind.attached else "the weights load from disk (%s)" % self.start_kind.reason))
 
     def _record_start_kind(self):
         self.record.update(**self.start_kind.to_record())
@@ -282,36 +288,97 @@ class Supervisor:
             self.outlook.restart_kind(self.start_kind.kind, self.start_kind.reason)
 
     def _wait_for_daemon(self):
-        """An engine attaching to the weight cache starts once every GPU's daemon is ready
-        (bounded by the start timeout): started while the daemon still loads, it would
-        load from disk itself. The StartKind it starts with."""
-        timeout_s = self.s.start_timeout_s or DEFAULT_WAIT_S
-
-        def waiting(health, waited_s):
-            self.notify.status("waiting for the weight cache daemon%s%s%s%s" % (
-                SEP, fmt_duration(waited_s), SEP, health.reason))
+        """An engine attaching to the weight cache starts once every GPU's daemon is ready:
+        started while the daemon still loads, it would load from disk itself. Cold as the
+        playbook decides (weight_cache_watch.cold_decision): a daemon loaded before the
+        previous start ended is stopped first (its supervisor and systemd load it again).
+        The wait lasts while the daemon shows a load in progress (DaemonWait), never past
+        the start timeout. The StartKind it starts with."""
+        watch = self.cache_watch
+        health = watch.check()
+        previous = weight_cache_watch.previous_start(self.s.starts_dir, self.record.name)
+        self.cold_reason = weight_cache_watch.cold_decision(previous, health)
+        since = None
+        if self.cold_reason:
+            since = self._reload_daemon(previous, health)
+        wait = weight_cache_watch.DaemonWait(weight_cache_watch.daemon_starts_dir(self.s.starts_dir),
+                                             self.s.start_timeout_s or DEFAULT_WAIT_S,
+                                             grace_s=weight_cache_watch.DAEMON_GRACE_S, since=since)
+        began = self.mono()
+        decision, words = wait.judge(health, 0.0, self._files_fresh(since))
+        if decision != "go":
+            self.say("waiting for the weight cache daemon: %s" % words)
+        while decision == "wait":
+            waited_s = self.mono() - began
+            line = "waiting for the weight cache daemon%s%s%s%s" % (SEP, fmt_duration(waited_s), SEP, words)
+            self.notify.status(line[:400])
             self.notify.extend_timeout(self.s.extend_timeout_s)
+            self.record.update(progress=line, reason=words)
+            self._sleep(self.s.poll_s)
+            health = watch.check()
+            decision, words = wait.judge(health, self.mono() - began, self._files_fresh(since))
+        waited_s = self.mono() - began
+        if decision == "go" and waited_s > 0:
+            self.say("%s after %s" % (words, fmt_duration(waited_s)))
+        elif decision == "go" and not health.healthy:
+            self.say(words)
+        elif decision != "go":
+            self.say("the engine starts without the weight cache daemon after %s and loads from disk: %s" % (
+                fmt_duration(waited_s), words))
+        kind = weight_cache.StartKind(decision == "go")
+        if kind.warm and self.cold_reason:
+            kind.kind, kind.reason = weight_cache.RESTART_COLD, self.cold_reason
+        return kind
 
-        health = self.cache_watch.check()
-        if not health.healthy:
-            self.say("waiting for the weight cache daemon (at most %s): %s" % (fmt_duration(timeout_s), health.reason))
-            health, waited_s = self.cache_watch.wait_healthy(timeout_s, self.s.poll_s, self._sleep, self.mono, waiting)
-            self.say(("the weight cache daemon is ready after %s" if health.healthy else
-                      "the weight cache daemon is not ready after %s; the engine starts anyway and loads from disk: "
-                      + health.reason) % fmt_duration(waited_s))
-        return weight_cache.StartKind(health.healthy)
+    def _files_fresh(self, since):
+        return since is not None and weight_cache_watch.loaded_since(self.cache_watch.ready_mtimes(), {"ended_at": since})
+
+    def _reload_daemon(self, previous, health):
+        """A cold start: the daemon's processes (those of its unit named by the ready files)
+        get SIGTERM unless it was loaded after the previous start ended. The epoch time from
+        which a daemon start counts as the reload, or None when none is needed or possible."""
+        why = "the previous start %s ended %s (%s)" % (
+            os.path.basename(previous.get("dir") or ""), previous.get("verdict"), previous.get("reason_code"))
+        if weight_cache_watch.loaded_since(self.cache_watch.ready_mtimes(), previous):
+            self.say("cold start (%s): %s; the weight cache daemon was loaded since" % (self.cold_reason, why))
+            return None
+        pids = weight_cache_watch.daemon_pids_to_stop(health, self.s.unit)
+        if not pids:
+            self.say("cold start (%s): %s; no daemon process of %s to stop, the engine attaches to what is there" % (
+                self.cold_reason, why, weight_cache.daemon_unit(self.s.unit)))
+            return None
+        since = self.wall()
+        self.say("cold start (%s): %s; stopping the weight cache daemon's processes %s so that %s loads the weights "
+                 "again" % (self.cold_reason, why, " ".join(map(str, pids)), weight_cache.daemon_unit(self.s.unit)))
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except OSError as e:
+                self.say("warning: cannot signal daemon pid %d: %s" % (pid, e.strerror))
+        return since
 
     def _serve_cache(self):
         """After ready, the daemon's liveness: the launcher still runs and every GPU's ready
-        file names a live daemon; (code, reason) when that ends."""
+        file names a live daemon; (code, reason) when that ends. A ready file that names no
+        pid while its daemon's socket listens is a warning (weight_cache_watch)."""
+        warned = ()
         while True:
             self._sleep(self.s.liveness_interval_s)
             if self.child.poll() is not None:
                 return DAEMON_DIED, "the weight cache daemon exited with status %s after ready" % self.child.returncode
-            health = self.cache_watch.check()
+            health = self.cache_watch.check(launcher_pid=self.child.pid)
             if not health.healthy:
                 return DAEMON_DIED, "after ready: %s" % health.reason
-            self.notify.send(WATCHDOG=1, STATUS="ready%s%s" % (SEP, ready_words(health)))
+            warnings = self.cache_watch.warnings
+            if warnings and warnings != warned:
+                self.say("warning: %s; the daemon serves, it is left running" % "; ".join(warnings))
+            elif warned and not warnings:
+                self.say("every ready file names its daemon again")
+            warned = warnings
+            status = "ready%s%s" % (SEP, ready_words(health, len(self.cache_watch.uuids)))
+            if warnings:
+                status += "%swarning: %d ready file(s) name no pid" % (SEP, len(warnings))
+            self.notify.send(WATCHDOG=1, STATUS=status)
 
     def _own_cost(self):
         """The supervisor's own CPU (with the probe's commands: nvidia-smi, py-spy) from one

@@ -1,13 +1,38 @@
 """The supervisor's side of SGLang's weight cache daemon (model/weight_cache.py): which
 GPUs the unit uses, whether every one has a live daemon (host/weight_cache_state.py),
-that state as the observation's `weight_cache` field, and the bounded wait of an engine
-for its daemon before it starts (an engine started while the daemon still loads would
-fall back to a disk load of its own)."""
-from ansible_collections.sglang_ops.serving.plugins.module_utils.host import weight_cache_state
+that state as the observation's `weight_cache` field, and what an engine decides before
+it starts, as the restart playbook does (plugin_utils/weight_cache_step.py):
+
+- warm or cold: model/weight_cache.cold_reason over the engine's previous start (a warm
+  start that failed, one whose class implicates the weights, a fallback to disk) makes
+  this start cold; a daemon loaded before that start ended is stopped so that its own
+  supervisor and systemd load the weights again (cold_decision, daemon_pids_to_stop);
+- how long to wait for the daemon: while its supervisor's newest start record moves (a
+  load in progress) or says ready, and no longer than DAEMON_GRACE_S once the daemon shows
+  no evidence of starting (no start record, a start that ended, a supervisor that stopped
+  writing): the engine then starts and loads from disk itself (DaemonWait).
+
+A ready file that names no pid beside a daemon whose socket listens, held by a process of
+the daemon's launcher, is a warning, not a dead daemon (WeightCacheWatch.check with
+launcher_pid).
+"""
+import os
+import stat
+
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host import cgroup, procfs, weight_cache_state
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model import weight_cache
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records import start_records
 
 # An engine with no start timeout of its own waits this long for its daemon at most: the
 # daemons' own bound on their load (sglang.srt.weight_cache.daemon --timeout).
 DEFAULT_WAIT_S = 1800.0
+# How long an engine waits for a daemon that shows no sign of starting (no start record, its
+# newest start ended, its supervisor no longer writes it): systemd's RestartSec (30 s by
+# default) and the daemon supervisor's first polls fit in it.
+DAEMON_GRACE_S = 120.0
+SOCKET_TEMPLATE_ENV = "SGLANG_WEIGHT_CACHE_SOCKET_TEMPLATE"
+_PROC_NET_UNIX_MAX_BYTES = 4 * 2**20
+_UNIX_LISTENING = 0x10000   # __SO_ACCEPTCON in /proc/net/unix's Flags
 
 
 class WeightCacheWatch:
@@ -18,35 +43,215 @@ class WeightCacheWatch:
         self._read_uuids, self._health = read_uuids, health
         self.uuids = []
         self.last = None
+        self.warnings = ()    # GPUs served by a daemon whose ready file is malformed (check with launcher_pid)
 
-    def check(self):
-        """DaemonHealth now; the unit's GPUs are read once, when first known."""
+    def socket_template(self):
+        return (self.env if self.env is not None else os.environ).get(SOCKET_TEMPLATE_ENV)
+
+    def check(self, launcher_pid=None):
+        """DaemonHealth now; the unit's GPUs are read once, when first known. launcher_pid:
+        the daemon's launcher (the daemon's own supervisor passes its child): a GPU whose
+        ready file exists but names no pid counts as served while its socket listens in a
+        process below the launcher, and is named in self.warnings."""
+        self.warnings = ()
         if not self.uuids:
             self.uuids, why = self._read_uuids(self.nvidia_smi, self.env)
             if not self.uuids:
                 self.last = weight_cache_state.DaemonHealth(False, reason="the unit's GPUs are not known: %s" % why)
                 return self.last
-        self.last = self._health(self.ready_template, self.uuids)
-        return self.last
+        health = self._health(self.ready_template, self.uuids)
+        if not health.healthy and launcher_pid is not None:
+            health = self._tolerate_malformed(health, launcher_pid)
+        self.last = health
+        return health
+
+    def _tolerate_malformed(self, health, launcher_pid):
+        template = self.socket_template()
+        if not template:
+            return health
+        listening = listening_unix_sockets()
+        below = procfs.descendants(launcher_pid)
+        warnings = []
+        for uuid in health.missing:
+            path = weight_cache.ready_path(self.ready_template, uuid)
+            ready = weight_cache_state.read_ready_file(path)
+            if ready is None or ready.pid is not None:
+                return health        # no file, or a pid that is gone: a daemon is missing
+            sock = weight_cache.ready_path(template, uuid)
+            if not socket_answers(sock, listening, below):
+                return health
+            warnings.append("ready file %s names no pid, but its daemon listens on %s" % (path, sock))
+        self.warnings = tuple(warnings)
+        return weight_cache_state.DaemonHealth(True, health.pids, (), "", health.configs)
 
     def observation(self, health=None):
         """The trace's `weight_cache` field: {"healthy", "gpus", "ready", "reason"}."""
         health = health or self.last or self.check()
-        return {"healthy": health.healthy, "gpus": len(self.uuids), "ready": len(health.pids),
-                "reason": health.reason}
+        ready = len(self.uuids) if health.healthy and self.uuids else len(health.pids)
+        return {"healthy": health.healthy, "gpus": len(self.uuids), "ready": ready,
+                "reason": health.reason or "; ".join(self.warnings)}
 
-    def wait_healthy(self, timeout_s, poll_s, sleep, clock, on_wait):
-        """Check until healthy or timeout_s passed -> (DaemonHealth, waited_s). on_wait(health,
-        waited_s) after each unhealthy check; sleep(s) may raise to end the wait (a stop)."""
-        began = clock()
-        while True:
-            health = self.check()
-            waited = clock() - began
-            if health.healthy or waited >= timeout_s:
-                return health, waited
-            on_wait(health, waited)
-            sleep(min(poll_s, max(0.1, timeout_s - waited)))
+    def ready_mtimes(self):
+        """{uuid: mtime of its ready file} for the GPUs known, those that can be read."""
+        out = {}
+        for uuid in self.uuids:
+            try:
+                out[uuid] = os.stat(weight_cache.ready_path(self.ready_template, uuid)).st_mtime
+            except OSError:
+                pass
+        return out
 
 
-def ready_words(health):
-    return "weight cache ready on %d GPUs" % len(health.pids)
+def listening_unix_sockets(path="/proc/net/unix"):
+    """{socket path: inode} of the listening Unix sockets of this network namespace."""
+    try:
+        with open(path, "rb") as fh:
+            text = fh.read(_PROC_NET_UNIX_MAX_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return {}
+    out = {}
+    for line in text.splitlines()[1:]:
+        parts = line.split(None, 7)
+        if len(parts) < 8:
+            continue
+        try:
+            flags, inode = int(parts[3], 16), int(parts[6])
+        except ValueError:
+            continue
+        if flags & _UNIX_LISTENING:
+            out[parts[7]] = inode
+    return out
+
+
+def _holds_inode(pid, inode, proc_root="/proc"):
+    want = "socket:[%d]" % inode
+    fd_dir = "%s/%d/fd" % (proc_root, pid)
+    try:
+        names = os.listdir(fd_dir)
+    except OSError:
+        return False
+    for name in names:
+        try:
+            if os.readlink(os.path.join(fd_dir, name)) == want:
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def socket_answers(path, listening, pids):
+    """The path is a Unix socket (not a link, not a regular file) that listens, and one of
+    pids holds it: a daemon that answers there."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    if not stat.S_ISSOCK(st.st_mode) or path not in listening:
+        return False
+    return any(_holds_inode(pid, listening[path]) for pid in pids)
+
+
+# ---- an engine before it starts ------------------------------------------------------------
+def previous_start(starts_dir, current_name):
+    """The engine's start record before the current one, or None."""
+    for record in start_records.recent_starts(starts_dir, limit=2):
+        if os.path.basename(record.get("dir") or "") != current_name:
+            return record
+    return None
+
+
+def cold_decision(previous, health):
+    """Why this engine start must be cold, or None: the playbook's rule (weight_cache.cold_reason)
+    over the engine's previous start. Only a daemon that is healthy now is judged here (one
+    that is not is waited for: it is loading, or the engine starts without it)."""
+    if not previous or not health.healthy:
+        return None
+    failed = previous.get("verdict") in ("failed", "stalled", "interrupted")
+    kind = previous.get("restart_kind")
+    return weight_cache.cold_reason(previous.get("reason_code") if failed else None, True,
+                                    failed and kind == weight_cache.RESTART_WARM,
+                                    kind == weight_cache.RESTART_COLD_FALLBACK)
+
+
+def loaded_since(ready_mtimes, previous):
+    """Every GPU's daemon wrote its ready file after the previous start ended: the weights
+    on the GPUs are newer than that start (a cold restart already happened)."""
+    ended = (previous or {}).get("ended_at") or (previous or {}).get("started_at")
+    if not ready_mtimes or not isinstance(ended, (int, float)):
+        return False
+    return min(ready_mtimes.values()) > ended
+
+
+def daemon_pids_to_stop(health, engine_unit):
+    """The live daemon pids of the ready files that are processes of the daemon's unit
+    (a ready file can name any pid: only the daemon unit's own are signalled)."""
+    unit = weight_cache.daemon_unit(engine_unit)
+    return sorted({pid for pid in health.pids.values() if cgroup.in_unit(pid, unit)})
+
+
+def daemon_starts_dir(engine_starts_dir):
+    """Where the daemon's supervisor records its starts: the engine's folder with the
+    daemon unit's suffix (the role's _sglang_service_weights_starts_state_directory)."""
+    return engine_starts_dir.rstrip("/") + weight_cache.DAEMON_UNIT_SUFFIX
+
+
+def _supervisor_pid(record):
+    name = os.path.basename(record.get("dir") or "")
+    tail = name.rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else None
+
+
+class DaemonWait:
+    """What an engine waiting for its daemon decides at each check: "go" (the daemon is
+    ready), "wait" (it is loading: its supervisor's newest start moves) or "give_up" (no
+    evidence it will be ready: DAEMON_GRACE_S without a moving or ready start, or the
+    ceiling reached), with words for the journal, STATUS= and the start record."""
+
+    def __init__(self, daemon_starts, ceiling_s, grace_s=DAEMON_GRACE_S, read=start_records.recent_starts,
+                 alive=weight_cache_state.pid_alive, since=None):
+        self.daemon_starts = daemon_starts
+        self.ceiling_s, self.grace_s = ceiling_s, grace_s
+        self._read, self._alive = read, alive
+        self.since = since              # epoch s: only a daemon start begun after it counts (a requested reload)
+        self._seen = None               # (start folder, polls) last seen
+        self._evidence_t = 0.0          # waited_s of the last evidence of a load in progress
+
+    def newest(self):
+        starts = self._read(self.daemon_starts, limit=1)
+        return starts[0] if starts else None
+
+    def judge(self, health, waited_s, files_fresh=False):
+        """(decision, words) after waited_s of waiting with the daemon's health now;
+        files_fresh: its ready files were written after `since` (a reload happened)."""
+        record = self.newest()
+        fresh = record is not None and (self.since is None or (record.get("started_at") or 0) >= self.since)
+        if health.healthy and (self.since is None or fresh or files_fresh):
+            return "go", "the weight cache daemon is ready"
+        verdict = record.get("verdict") if fresh else None
+        if verdict == "ready" and self._alive(_supervisor_pid(record)):
+            # its supervisor checks every GPU's daemon after ready and vouches for them (the
+            # playbook's test too); this unit may not see them (no nvidia-smi, a malformed file)
+            return "go", "the weight cache daemon's supervisor says ready (here: %s)" % health.reason
+        if verdict in ("running", "ready"):
+            seen = (record.get("dir"), record.get("polls"))
+            if seen != self._seen and self._alive(_supervisor_pid(record)):
+                self._seen, self._evidence_t = seen, waited_s
+            words = ("the daemon loads: %s" % (record.get("progress") or record.get("phase"))) if verdict == "running" \
+                else "the daemon's newest start says ready but its supervisor is gone"
+        elif record is None:
+            words = "the daemon has no start recorded in %s" % self.daemon_starts
+        elif not fresh:
+            words = "the daemon has not started again since its reload was asked"
+        else:
+            words = "the daemon's newest start is %s (%s: %s)" % (
+                verdict, record.get("reason_code"), (record.get("reason") or "")[:200])
+        words = "%s; %s" % (health.reason or "not ready", words)
+        if waited_s >= self.ceiling_s:
+            return "give_up", "%s; waited the longest allowed (%.0f s)" % (words, self.ceiling_s)
+        if waited_s - self._evidence_t >= self.grace_s:
+            return "give_up", "%s; no sign of a load in progress for %.0f s" % (words, waited_s - self._evidence_t)
+        return "wait", words
+
+
+def ready_words(health, gpus=None):
+    return "weight cache ready on %d GPUs" % (gpus if gpus is not None and health.healthy else len(health.pids))
