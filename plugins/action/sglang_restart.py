@@ -52,6 +52,7 @@ ARGUMENT_SPEC = {
     "server": {"type": "dict", "default": {}},
     "weight_cache": {"type": "bool"},
     "cold": {"type": "bool", "default": False},
+    "weight_cache_min_deliveries": {"type": "int", "default": 8},
 }
 SERVER_OPTIONS = ("name", "nodes")
 # A run that gave up with one of these after its last probe failed to connect reports the

@@ -210,6 +210,18 @@ options:
         after an upgrade of SGLang or the model. No effect without the weight cache.
     type: bool
     default: false
+  weight_cache_min_deliveries:
+    description:
+      - "Where the installed SGLang's weight cache daemon has a delivery budget (attaches one
+        daemon generation serves, C(--weight-cache-max-deliveries); SGLang 0.5.23 has none and
+        this does nothing), the budget is read with the daemon's C(--status) before each start
+        and after a ready one (run.json C(weight_cache.delivery_budget_before) and C(_after),
+        the metric C(sglang_weight_cache_deliveries_remaining) in O(metrics_dir)). With fewer
+        deliveries left than this the next start is cold (C(delivery_budget_low)): the daemon
+        restarts with a new budget before it refuses an engine. An exhausted budget makes the
+        start cold at once (C(budget_exhausted)). V(0): only an exhausted budget does."
+    type: int
+    default: 8
   server:
     description:
       - "This host is one node of a server spread over several hosts (SGLang C(--nnodes)),

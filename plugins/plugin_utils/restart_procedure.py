@@ -248,7 +248,31 @@ class RestartProcedure:
         if self.daemon is None:
             return None
         self._read_daemon()
-        return weight_cache_step.plan(self.daemon, bool(self.args.get("cold")), previous)
+        return weight_cache_step.plan(self.daemon, bool(self.args.get("cold")), previous,
+                                      budget=self._read_budget("before").budget,
+                                      min_deliveries=weight_cache_step.min_deliveries(self.args))
+
+    def _read_budget(self, when):
+        """The daemon's delivery budget into run.json's weight_cache (delivery_budget_before or
+        _after); not asked again once SGLang said it has none (0.5.23)."""
+        if self.record["weight_cache"].get("delivery_budget_supported") is False or not self.daemon.healthy:
+            return weight_cache_step.BudgetReading()
+        reading = weight_cache_step.read_budget(self.port.shell, self.daemon)
+        if reading.supported is False:
+            self.record["weight_cache"]["delivery_budget_supported"] = False
+            return reading
+        self.record["weight_cache"]["delivery_budget_" + when] = reading.to_dict()
+        if reading.problem:
+            self.port.emit("weight cache delivery budget not read: %s" % reading.problem)
+        return reading
+
+    def _budget_after_ready(self):
+        """After a ready start beside the daemon: its budget read, said, and written as a metric
+        when metrics_dir is set (weight_cache_step.after_ready)."""
+        if self.daemon is not None:
+            self._read_daemon()
+            weight_cache_step.after_ready(self._read_budget("after").budget, self.args, self.port.shell,
+                                          self.port.emit, self.unit, self.host, self.port.clock)
 
     def _note_plan(self, attempt, planned):
         """The attempt's restart_kind and why. A cold plan makes a cold start whatever the
@@ -522,6 +546,7 @@ class RestartProcedure:
                 attempt["action"] = "ready"
                 self.port.emit("ready after %.0f s: %s (attempt %d)" % (
                     outcome.t, outcome.reason if self.server else "a completion answered", n))
+                self._budget_after_ready()
                 return self._finish("ready", outcome.phase, "ready", outcome.reason)
             self.stage = "capturing diagnostics of attempt %d" % n
             self.port.emit("%s in %s after %.0f s: %s (%s); capturing diagnostics" % (
@@ -589,6 +614,7 @@ class RestartProcedure:
             self.record["time_to_ready"] = res["time_to_ready"]
         if res["outcome"] == "ready":
             self.port.emit("ready after %s: decided by the unit's supervisor" % _count(len(watch.attempts), "start"))
+            self._budget_after_ready()
             return self._finish("ready", "ready", "ready", last.get("reason"))
         if res["outcome"] == "timeout":
             return self._hand_over(last.get("phase") or "starting", "stall_no_progress",

@@ -14,10 +14,12 @@ newest start record is ready (after ready, the supervisor checks every GPU's rea
 and pid each poll and ends the start when one is gone).
 """
 import os
+import shlex
 from dataclasses import dataclass, field
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model import weight_cache
-from ansible_collections.sglang_ops.serving.plugins.module_utils.records import start_records
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records import start_metrics, start_records
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils import metrics_step
 
 
 def daemon_unit(unit):
@@ -100,20 +102,25 @@ class RestartPlan:
         return "warm: the engine alone, the weight cache daemon keeps the weights on the GPUs"
 
 
-def plan(daemon, cold_requested, previous=None):
+def plan(daemon, cold_requested, previous=None, budget=None, min_deliveries=0):
     """The RestartPlan of the next start. daemon: DaemonView; cold_requested: the option
     cold, which makes the run's first start cold (later ones follow the rules: a cold start
     that stalled after its weights is followed by a warm one, the daemon keeping the weights
     it has just loaded); previous: the record of this run's previous attempt (run.json's),
-    or None before the first."""
+    or None before the first; budget: the daemon's DeliveryBudget read just before (None:
+    none known), cold below min_deliveries left (model/weight_cache.budget_reason)."""
     if cold_requested and not previous:
         return RestartPlan(weight_cache.RESTART_COLD, weight_cache.REASON_REQUESTED)
     previous = previous or {}
     failed = bool(previous) and previous.get("verdict") != "ready"
     kind = previous.get("restart_kind")
+    if failed and budget is None and previous.get("restart_kind_reason") == weight_cache.REASON_BUDGET_EXHAUSTED:
+        # the engine was answered budget_exhausted and the daemon's --status could not be read
+        return RestartPlan(weight_cache.RESTART_COLD, weight_cache.REASON_BUDGET_EXHAUSTED)
     reason = weight_cache.cold_reason(
         previous.get("reason_code") if failed else None, daemon.healthy,
-        failed and kind == weight_cache.RESTART_WARM, kind == weight_cache.RESTART_COLD_FALLBACK)
+        failed and kind == weight_cache.RESTART_WARM, kind == weight_cache.RESTART_COLD_FALLBACK,
+        budget=budget, min_deliveries=min_deliveries)
     if reason == weight_cache.REASON_DAEMON_NOT_HEALTHY and daemon.why_not_healthy():
         reason = "%s: %s" % (reason, daemon.why_not_healthy())
     if reason:
@@ -131,3 +138,97 @@ def in_use(option, daemon):
         raise ValueError("weight_cache is true but %s is not installed on the host (run playbooks/site.yml "
                          "with sglang_service_weight_cache: true)" % daemon.unit)
     return bool(option)
+
+
+# ---- the delivery budget of a later SGLang's daemon ------------------------------------------
+BUDGET_TIMEOUT_S = 120
+
+
+@dataclass(frozen=True)
+class BudgetReading:
+    """What the daemon's --status said: budget (DeliveryBudget, None when unknown); supported
+    False when the installed SGLang has no budget (0.5.23), None when it could not be told;
+    problem: why it could not be read ('' when it was, or when there is none)."""
+    budget: object = None
+    supported: object = None
+    problem: str = ""
+
+    def to_dict(self):
+        out = {"supported": self.supported}
+        if self.budget is not None:
+            out.update(self.budget.to_dict())
+        if self.problem:
+            out["problem"] = self.problem
+        return out
+
+
+def cmdlines_cmd(pids):
+    """Print each live process's pid and argv (/proc/<pid>/cmdline), one per line, \\x1f between them."""
+    return ("for p in %s; do a=$(tr '\\000' '\\037' < /proc/$p/cmdline 2>/dev/null) && printf '%%s\\037%%s\\n' \"$p\" \"$a\"; "
+            "done; true") % " ".join(str(int(p)) for p in pids)
+
+
+def parse_cmdlines(out):
+    """{pid: argv} of cmdlines_cmd's output."""
+    found = {}
+    for line in (out or "").splitlines():
+        pid, sep, rest = line.partition("\x1f")
+        if sep and pid.isdigit():
+            found[int(pid)] = rest.rstrip("\x1f").split("\x1f")
+    return found
+
+
+def status_cmd(launcher_pid, commands):
+    """Ask every GPU's daemon for its budget at once, as the daemon's user and in its environment
+    (its socket template, CUDA_VISIBLE_DEVICES: read from the launcher's /proc entry)."""
+    pid = int(launcher_pid)
+    one = "xargs -0 -a /proc/%d/environ sh -c %s sh" % (pid, "%s")
+    runs = " & ".join(one % shlex.quote('exec env -i "$@" ' + " ".join(shlex.quote(a) for a in argv))
+                      for argv in commands)
+    return 'u=$(stat -c %%U /proc/%d) && runuser -u "$u" -- sh -c %s' % (pid, shlex.quote(runs + "; wait"))
+
+
+def read_budget(shell, daemon):
+    """The delivery budget of the daemons of `daemon` (DaemonView): their launcher found among the
+    unit's processes, each GPU's daemon asked with --status. shell(cmd, timeout_s) -> (rc, out, err).
+    Never raises: a BudgetReading says what was found."""
+    if not daemon.healthy or not daemon.pids:
+        return BudgetReading(problem="the weight cache daemon is not healthy")
+    dummy_rc, out, dummy_err = shell(cmdlines_cmd(daemon.pids), BUDGET_TIMEOUT_S)
+    argvs = sorted(parse_cmdlines(out).items())
+    launcher = weight_cache.daemon_launcher([argv for dummy_pid, argv in argvs])
+    if launcher is None:
+        return BudgetReading(problem="no weight cache daemon process found among %s" % list(daemon.pids))
+    launcher_pid = [pid for pid, argv in argvs if argv == launcher][0]
+    try:
+        commands = weight_cache.status_commands(launcher)
+    except ValueError as exc:
+        return BudgetReading(problem=str(exc))
+    rc, out, err = shell(status_cmd(launcher_pid, commands), BUDGET_TIMEOUT_S)
+    budget, problem = weight_cache.parse_budget_status(rc, out, err, len(commands))
+    if budget is None and not problem:
+        return BudgetReading(supported=False)
+    return BudgetReading(budget=budget, supported=True if budget is not None else None, problem=problem)
+
+
+def min_deliveries(args):
+    """The restart's weight_cache_min_deliveries option (its default where unset)."""
+    value = args.get("weight_cache_min_deliveries")
+    return weight_cache.DEFAULT_MIN_DELIVERIES if value is None else int(value)
+
+
+def after_ready(budget, args, shell, emit, unit, host, clock):
+    """After a ready start: the budget said in the progress line (and that the next restart is
+    cold when it is low) and written as sglang_weight_cache_deliveries_remaining into the
+    metrics folder (args' metrics_dir, when set). Nothing without a budget."""
+    if budget is None:
+        return
+    low = weight_cache.budget_reason(budget, min_deliveries(args))
+    emit("weight cache delivery budget: %s%s" % (budget.words(), "; the next restart is cold (%s)" % low if low else ""))
+    if not args.get("metrics_dir"):
+        return
+    text = start_metrics.render_delivery_budget(unit, budget, host=host, clock=clock)
+    rc, out, err = shell(metrics_step.write_cmd(args["metrics_dir"], start_metrics.budget_file_name(unit), text),
+                         metrics_step.WRITE_TIMEOUT_S)
+    if rc != 0:
+        emit("writing the delivery budget metric failed (rc %s): %s" % (rc, (err or out or "").strip()[-200:]))

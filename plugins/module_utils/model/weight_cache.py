@@ -6,6 +6,7 @@ A warm restart restarts the engine alone and re-attaches to the weights the daem
 on the GPUs; a cold one restarts the daemon too, so the weights come from disk again.
 Pure: no I/O (host/weight_cache_state.py reads the ready files).
 """
+import json
 import re
 from dataclasses import dataclass
 
@@ -29,6 +30,11 @@ REASON_NOT_ATTACHED = "not_attached"
 REASON_REQUESTED = "requested"
 # Why a warm restart is warm.
 REASON_DAEMON_HEALTHY = "daemon_healthy"
+# A later SGLang's delivery budget (below): the daemon answered budget_exhausted, or its
+# --status says none is left ("budget_exhausted: ..."); fewer left than the restart's
+# weight_cache_min_deliveries ("delivery_budget_low: ..."). Both cure with a cold restart.
+REASON_BUDGET_EXHAUSTED = "budget_exhausted"
+REASON_BUDGET_LOW = "delivery_budget_low"
 # The daemon's unit and its start records are the engine's names with this suffix.
 DAEMON_UNIT_SUFFIX = "-weights"
 
@@ -38,22 +44,143 @@ SERVES_WEIGHT_CACHE = "weight_cache"
 SERVES = (SERVES_ENGINE, SERVES_WEIGHT_CACHE)
 
 
-def cold_reason(failure_class, daemon_healthy, warm_start_failed_before, fallback_seen):
+def cold_reason(failure_class, daemon_healthy, warm_start_failed_before, fallback_seen, budget=None,
+                min_deliveries=0):
     """Why the next restart must be cold, or None when a warm one is fine.
 
     failure_class: the reason code the last start ended with (None: none known);
     daemon_healthy: the daemon unit is active and every GPU's ready file names a live pid;
     warm_start_failed_before: a warm start of this run already failed or stalled;
-    fallback_seen: the engine logged the fallback to a disk load (CLIENT_FALLBACK)."""
+    fallback_seen: the engine logged the fallback to a disk load (CLIENT_FALLBACK);
+    budget: the daemon's DeliveryBudget (None: SGLang has none, or it could not be read);
+    min_deliveries: below this many deliveries left the restart is cold (budget_reason).
+    An exhausted budget is named before the failure it caused (an engine answered
+    budget_exhausted fails its start): it is the cause, and no disk fallback or mismatch."""
     if not daemon_healthy:
         return REASON_DAEMON_NOT_HEALTHY
+    low = budget_reason(budget, min_deliveries)
+    if low and low.startswith(REASON_BUDGET_EXHAUSTED):
+        return low
     if failure_class and failure_classes.implicates_weights(failure_class):
         return "%s: %s" % (REASON_IMPLICATES_WEIGHTS, failure_class)
     if warm_start_failed_before:
         return REASON_WARM_START_FAILED
     if fallback_seen:
         return REASON_FALLBACK_TO_DISK
+    return low
+
+
+# ---- the delivery budget (later SGLang sources; 0.5.23 has none) ------------------------------
+# Each daemon generation serves a bounded number of attaches (--weight-cache-max-deliveries,
+# 128 by default), never refunded; then it answers budget_exhausted, and only a daemon restart
+# (a cold restart) gives a new budget. `python -m sglang.srt.weight_cache.daemon --status
+# --model-path P --gpu-id G` reports it without loading weights (sglang-facts.md).
+DAEMON_MODULE = "sglang.srt.weight_cache.daemon"
+# The restart's weight_cache_min_deliveries: fewer left than this and the next restart is cold,
+# rotating the daemon before it refuses an engine (a few unattended engine restarts fit in).
+DEFAULT_MIN_DELIVERIES = 8
+STATUS_FLAG = "--status"
+# An engine refused by an exhausted daemon: "[IpcModelLoader] ... answered budget_exhausted: ..."
+CLIENT_BUDGET_EXHAUSTED = re.compile(r"\[IpcModelLoader\][^\n]*\bbudget_exhausted\b")
+# A daemon without --status (SGLang 0.5.23) refuses the flag as argparse does.
+_NO_STATUS_FLAG = re.compile(r"unrecognized arguments:.*--status")
+
+
+@dataclass(frozen=True)
+class DeliveryBudget:
+    """The budget of the daemons of one engine: the fewest deliveries any GPU's daemon has left
+    (an engine start takes one from each)."""
+    max_deliveries: int
+    reserved: int
+    remaining: int
+    gpus: int
+
+    def words(self):
+        return "%d of %d deliveries left" % (self.remaining, self.max_deliveries)
+
+    def to_dict(self):
+        return {"max_deliveries": self.max_deliveries, "reserved": self.reserved, "remaining": self.remaining,
+                "gpus": self.gpus}
+
+
+def budget_reason(budget, min_deliveries):
+    """budget_exhausted (none left) or delivery_budget_low (fewer than min_deliveries left),
+    with the numbers, or None (no budget known, or enough left)."""
+    if budget is None:
+        return None
+    if budget.remaining <= 0:
+        return "%s: %s, the daemon answers no more attaches until it restarts" % (
+            REASON_BUDGET_EXHAUSTED, budget.words())
+    if budget.remaining < min_deliveries:
+        return "%s: %s, below weight_cache_min_deliveries=%d" % (REASON_BUDGET_LOW, budget.words(), min_deliveries)
     return None
+
+
+def _flag(argv, name, default):
+    for i, arg in enumerate(argv):
+        key, sep, value = arg.partition("=")
+        if key == name:
+            return value if sep else (argv[i + 1] if i + 1 < len(argv) else default)
+    return default
+
+
+def daemon_launcher(cmdlines):
+    """The daemon launcher's argv among processes' argvs: `python -m sglang.srt.weight_cache.daemon ...`
+    (a single daemon started with --gpu-id counts too); None when none runs."""
+    for argv in cmdlines:
+        if len(argv) > 2 and argv[1:3] == ["-m", DAEMON_MODULE] and STATUS_FLAG not in argv:
+            return list(argv)
+    return None
+
+
+def status_commands(launcher_argv):
+    """The --status command of each local GPU's daemon, from the launcher's argv (its python,
+    --model-path and the GPUs it starts daemons on, as the launcher computes them).
+    ValueError for an argv it cannot read."""
+    argv = list(launcher_argv or ())
+    if not daemon_launcher([argv]):
+        raise ValueError("not a weight cache daemon command line: %r" % argv[:3])
+    model_path = _flag(argv, "--model-path", None)
+    if not model_path:
+        raise ValueError("the weight cache daemon's command line has no --model-path")
+    try:
+        single = _flag(argv, "--gpu-id", None)
+        if single is not None:
+            gpus = [int(single)]
+        else:
+            tp, nnodes = int(_flag(argv, "--tp-size", "1")), int(_flag(argv, "--nnodes", "1"))
+            base, step = int(_flag(argv, "--base-gpu-id", "0")), int(_flag(argv, "--gpu-id-step", "1"))
+            gpus = [base + r * step for r in range(max(1, tp // max(1, nnodes)))]
+    except ValueError as exc:
+        raise ValueError("the weight cache daemon's GPU flags are not numbers: %r" % argv) from exc
+    return [[argv[0], "-m", DAEMON_MODULE, STATUS_FLAG, "--model-path", model_path, "--gpu-id", str(g)]
+            for g in gpus]
+
+
+def parse_budget_status(rc, out, err, gpus):
+    """(DeliveryBudget or None, problem) from the --status answers of `gpus` daemons (one JSON
+    line each). (None, '') when the installed SGLang has no budget (it refuses --status);
+    (None, why) when it could not be read."""
+    if rc != 0 and _NO_STATUS_FLAG.search(err or ""):
+        return None, ""
+    answers = {}
+    for line in (out or "").splitlines():
+        try:
+            answer = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(answer, dict) and "remaining" in answer:
+            answers[answer.get("gpu_id")] = answer
+    if len(answers) < gpus:
+        why = (err or out or "").strip().splitlines()
+        return None, "%d of %d weight cache daemons answered --status (rc %s)%s" % (
+            len(answers), gpus, rc, ": " + why[-1][-300:] if why else "")
+    try:
+        fewest = min(answers.values(), key=lambda a: int(a["remaining"]))
+        return DeliveryBudget(int(fewest["max_deliveries"]), int(fewest["reserved"]), int(fewest["remaining"]),
+                              len(answers)), ""
+    except (KeyError, TypeError, ValueError) as exc:
+        return None, "unreadable --status answer: %s" % exc
 
 
 # ---- which weights the daemon can hold ----------------------------------------------------
@@ -216,6 +343,10 @@ class StartKind:
             return True
         if outcome == RESTART_COLD_FALLBACK and self.kind != RESTART_COLD_FALLBACK:
             self.kind, self.reason = RESTART_COLD_FALLBACK, REASON_FALLBACK_TO_DISK
+            return True
+        if not self.attached and self.reason != REASON_BUDGET_EXHAUSTED and CLIENT_BUDGET_EXHAUSTED.search(text or ""):
+            # Refused by the daemon: no fallback to disk and no config mismatch; the start fails.
+            self.reason = REASON_BUDGET_EXHAUSTED
             return True
         return False
 

@@ -53,6 +53,13 @@ HELP = {
     "sglang_starts_total": ("counter", "Starts of the unit watched to a verdict, by verdict."),
     "sglang_hangs_after_ready_total": ("counter", "Times the unit stopped answering after it had been ready."),
     "sglang_metrics_updated_timestamp_seconds": ("gauge", "When this file was last written (Unix time)."),
+    # A file of its own (budget_file_name), written after each ready start beside a later SGLang's
+    # weight cache daemon (0.5.23 has no budget, and then no file).
+    "sglang_weight_cache_deliveries_remaining": ("gauge", "Engine attaches the weight cache daemon serves before it "
+                                                 "answers budget_exhausted (the fewest of its GPUs), read after "
+                                                 "the last ready start."),
+    "sglang_weight_cache_deliveries": ("gauge", "Attaches one daemon generation serves in all "
+                                       "(--weight-cache-max-deliveries)."),
 }
 COUNTERS = tuple(name for name, (kind, dummy_help) in HELP.items() if kind == "counter")
 _SAMPLE = re.compile(r'^(\w+)\{([^}]*)\}\s+(\S+)\s*$')
@@ -61,6 +68,12 @@ _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 def file_name(unit):
     return "sglang_ops_%s%s" % (re.sub(r"[^A-Za-z0-9_]+", "_", unit), FILE_SUFFIX)
+
+
+def budget_file_name(unit):
+    """The delivery budget's file beside the unit's: the supervisor rewrites the unit's own at
+    every start and knows nothing of the budget, so it is kept apart."""
+    return file_name(unit + "-weight-cache-budget")
 
 
 def _escape(value):
@@ -177,7 +190,6 @@ class StartMetrics:
 
     # ---- rendering ---------------------------------------------------------------------
     def render(self):
-        lines = []
         samples = {}
 
         def put(metric, value, **labels):
@@ -227,19 +239,38 @@ class StartMetrics:
         for (metric, labels), value in sorted(self.counters.items()):
             put(metric, value, **dict(labels))
         put("sglang_metrics_updated_timestamp_seconds", round(self.clock(), 3))
-        for metric, (kind, text) in HELP.items():
-            if metric not in samples:
+        return _exposition(samples)
+
+
+def _exposition(samples):
+    """The text exposition of {metric: [(labels, value)]}, in HELP's order."""
+    lines = []
+    for metric, (kind, text) in HELP.items():
+        if metric not in samples:
+            continue
+        lines.append("# HELP %s %s" % (metric, text))
+        lines.append("# TYPE %s %s" % (metric, kind))
+        seen = set()
+        for labels, value in samples[metric]:
+            label_text = ",".join('%s="%s"' % (k, _escape(v)) for k, v in sorted(labels.items()))
+            if label_text in seen:   # one sample per label set (a counter read back and updated)
                 continue
-            lines.append("# HELP %s %s" % (metric, text))
-            lines.append("# TYPE %s %s" % (metric, kind))
-            seen = set()
-            for labels, value in samples[metric]:
-                label_text = ",".join('%s="%s"' % (k, _escape(v)) for k, v in sorted(labels.items()))
-                if label_text in seen:   # one sample per label set (a counter read back and updated)
-                    continue
-                seen.add(label_text)
-                lines.append("%s{%s} %s" % (metric, label_text, _number(value)))
-        return "\n".join(lines) + "\n"
+            seen.add(label_text)
+            lines.append("%s{%s} %s" % (metric, label_text, _number(value)))
+    return "\n".join(lines) + "\n"
+
+
+def render_delivery_budget(unit, budget, host=None, clock=time.time):
+    """budget_file_name's text: the weight cache daemon's delivery budget (model/weight_cache's
+    DeliveryBudget) read after a ready start of `unit`, labelled unit and host."""
+    labels = {"unit": unit}
+    if host:
+        labels["host"] = host
+    return _exposition({
+        "sglang_weight_cache_deliveries_remaining": [(labels, budget.remaining)],
+        "sglang_weight_cache_deliveries": [(labels, budget.max_deliveries)],
+        "sglang_metrics_updated_timestamp_seconds": [(labels, round(clock(), 3))],
+    })
 
 
 def write_textfile(folder, name, text):

@@ -2,10 +2,12 @@
 the plan (weight_cache_step), the daemon's processes as expected GPU holders, and the
 restart procedure on a scripted host, with its own watch and under the unit supervisor."""
 import json
+import re
 
 import pytest
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host import systemd_unit
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model import weight_cache
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import host_checks, weight_cache_step
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart_procedure import RemoteStepFailed
 
@@ -16,6 +18,9 @@ DAEMON_UNIT = UNIT + "-weights"
 DAEMON_ROOT = "/var/lib/sglang-ops/starts-weights"
 ENGINE_ROOT = "/var/lib/sglang-ops/starts"
 DAEMON_CMD = VENV + "/bin/python -m sglang.srt.weight_cache.daemon --model-path /models/k"
+# The daemon unit's processes as /proc has them: its supervisor (MainPID) and the launcher.
+DAEMON_ARGV = [VENV + "/bin/python", "-m", "sglang.srt.weight_cache.daemon", "--model-path", "/models/k", "--tp-size", "2"]
+SUPERVISOR_ARGV = ["/usr/bin/python3", "-I", "/usr/lib/sglang-ops/" + systemd_unit.SUPERVISOR_MARK, "--"] + DAEMON_ARGV
 SUPERVISED_EXEC = "{ argv[]=/usr/bin/python3 -I /usr/lib/sglang-ops/%s --settings x -- y ; }" % (
     systemd_unit.SUPERVISOR_MARK)
 
@@ -95,10 +100,12 @@ def test_the_daemons_processes_are_expected_holders_and_a_stop_waits_for_the_eng
 class WeightCacheHost(FakeHost):
     """The engine unit (with its own watch, or supervised: start records scripted by
     engine_starts, one verdict per start) beside the daemon unit, whose restart takes
-    daemon_start_polls reads of its start records to become ready (or daemon_start_verdict)."""
+    daemon_start_polls reads of its start records to become ready (or daemon_start_verdict).
+    budget: None plays SGLang 0.5.23 (its daemon refuses --status); N a later SGLang's, whose
+    daemons serve N attaches per generation (one per engine start) and answer --status."""
 
     def __init__(self, daemon_healthy=True, supervised=False, engine_starts=(), daemon_start_polls=2,
-                 daemon_start_verdict="ready", systemd_restarts=False):
+                 daemon_start_verdict="ready", systemd_restarts=False, budget=None, reserved=0):
         daemon = holder(500, 60000, DAEMON_CMD)
         super().__init__(holders=[holder(10, 20000, "sglang::scheduler_TP0", in_unit=True), daemon],
                          holders_after_stop=[daemon])
@@ -117,6 +124,18 @@ class WeightCacheHost(FakeHost):
         # the engine unit alone, at the read after the one that showed the failure.
         self.systemd_restarts = systemd_restarts
         self.systemd_restart_due = False
+        self.budget, self.reserved = budget, reserved
+
+    def _attach(self):
+        """An engine start takes one delivery of the daemon generation."""
+        self.reserved += 1
+
+    def _status(self, cmd):
+        if self.budget is None:
+            return 2, "", "usage: sglang serve [-h] ...\nsglang serve: error: unrecognized arguments: --status\n"
+        return 0, "".join(json.dumps({"max_deliveries": self.budget, "reserved": self.reserved,
+                                      "remaining": max(0, self.budget - self.reserved), "pid": self.daemon["pids"][1],
+                                      "gpu_id": int(g)}) + "\n" for g in re.findall(r"--gpu-id (\d+)", cmd)), ""
 
     def _unit_state(self):
         state = super()._unit_state()
@@ -151,6 +170,7 @@ class WeightCacheHost(FakeHost):
             if self.systemd_restart_due and self.engine_running is None:
                 self.systemd_restart_due = False
                 self.events.append("systemd restart")
+                self._attach()
                 self._engine_start()
             elif self.engine_running is not None:
                 verdict = self.engine_running
@@ -183,8 +203,20 @@ class WeightCacheHost(FakeHost):
                                    "verdict": "running", "phase": "weight_load", "started_at": 1796000000.0})
             self.daemon_polls_left = self.daemon_start_polls
             self.holders_after_stop = [holder(d["main_pid"], 60000, DAEMON_CMD)]
+            self.reserved = 0
             return 0, "", ""
+        if "/proc/$p/cmdline" in cmd:
+            self.commands.append(cmd)
+            d = self.daemon
+            return 0, "".join("%d\x1f%s\x1f\n" % (pid, "\x1f".join(argv))
+                              for pid, argv in zip(d["pids"], (SUPERVISOR_ARGV, DAEMON_ARGV))), ""
+        if weight_cache.STATUS_FLAG in cmd and "runuser" in cmd:
+            self.commands.append(cmd)
+            return self._status(cmd)
+        if "systemctl start" in cmd and "reset-failed" in cmd:
+            self._attach()
         if "restart --no-block" in cmd:
+            self._attach()
             self.events.append("engine restart")
             self.stopped = False
             self._engine_start()
