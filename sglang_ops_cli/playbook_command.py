@@ -25,8 +25,9 @@ EXIT_CODES_EPILOG = """exit status:
 def add_arguments(parser):
     parser.epilog = EXIT_CODES_EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument("-i", "--inventory", default=os.path.join(ROOT, "inventories", "demo"),
-                        help="inventory file or folder (default: inventories/demo)")
+    parser.add_argument("-i", "--inventory", default=None,
+                        help="inventory file or folder (default: $ANSIBLE_INVENTORY; without either the "
+                             "command stops: it never picks an inventory for you)")
     parser.add_argument("--limit", metavar="HOST", help="only these hosts (Ansible --limit pattern)")
     parser.add_argument("-e", "--extra-vars", dest="extra_vars", action="append", default=[],
                         metavar="KEY=VALUE|JSON|@FILE",
@@ -67,7 +68,11 @@ def run(args, playbook, need_ready_verdict, out=None, err=None, project_dir=ROOT
     except ValueError as exc:
         err.write("sglang-ops: %s\n" % exc)
         return EXIT_USAGE
-    if not os.path.exists(args.inventory):
+    if args.inventory is None and not os.environ.get("ANSIBLE_INVENTORY"):
+        err.write("sglang-ops: which inventory? Give it with -i (e.g. -i inventories/production, or "
+                  "-i inventories/demo for the demo) or set ANSIBLE_INVENTORY\n")
+        return EXIT_USAGE
+    if args.inventory is not None and not os.path.exists(args.inventory):
         err.write("sglang-ops: inventory %s does not exist\n" % args.inventory)
         return EXIT_USAGE
     missing = ensure_ansible_runner(err=err)

@@ -37,6 +37,7 @@ class PlaybookOutcome:
     failed: list = field(default_factory=list)
     verdicts: dict = field(default_factory=dict)  # host -> verdict reported by a task
     reports: dict = field(default_factory=dict)   # host -> incident report (report.md) or artifacts folder
+    artifacts: dict = field(default_factory=dict)  # host -> the run's artifacts folder, where a task named one
     out_of_lb: dict = field(default_factory=dict)  # host -> (state, backend/server): drained or in maintenance
 
     def exit_code(self, need_ready_verdict=False):
@@ -94,6 +95,7 @@ class EventPrinter:
     def __init__(self, out):
         self.out = out
         self.unreachable, self.failed, self.verdicts, self.reports, self.out_of_lb = [], [], {}, {}, {}
+        self.artifacts = {}
         self.strip_colour = not (hasattr(out, "isatty") and out.isatty())
 
     def __call__(self, event):
@@ -119,6 +121,9 @@ class EventPrinter:
             if where:
                 self.reports[host] = where
         elif kind == "runner_on_ok" and host:
+            res = data.get("res")
+            if isinstance(res, dict) and isinstance(res.get("artifacts"), str):
+                self.artifacts[host] = res["artifacts"]
             verdict = find_verdict(data.get("res"))
             if verdict:
                 self.verdicts[host] = verdict
@@ -224,7 +229,7 @@ def run_playbook(playbook, inventory=None, limit=None, extravars=None, out=None,
         rc = result.rc if isinstance(result.rc, int) else 1
         return PlaybookOutcome(rc=rc, status=result.status or "unknown", unreachable=printer.unreachable,
                                failed=printer.failed, verdicts=printer.verdicts, reports=printer.reports,
-                               out_of_lb=printer.out_of_lb)
+                               out_of_lb=printer.out_of_lb, artifacts=printer.artifacts)
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)

@@ -1,7 +1,12 @@
 # Controller side of sglang_ops.serving.sglang_restart (documented in
 # plugins/modules/sglang_restart.py). A module cannot stream output, so like
-# ansible.builtin.reboot this loop runs on the controller and drives small remote steps:
-# preflight, stop, confirm stopped, start, probe every poll_s, decide.
+# ansible.builtin.reboot the run stays on the controller and drives small remote steps
+# (shell snippets and sglang_probe calls). This file checks the options, takes the
+# artifacts folder, the host lock and, for one node of a server, the nodes' meeting
+# point, then hands the run to plugin_utils/restart_procedure.py: RestartProcedure.restart
+# (preflight, stop, start, watch, decide; on a supervised unit one restart followed), or
+# in check mode RestartProcedure.observe_once (the same preflight decisions, one
+# observation, what a restart would do).
 import math
 import os
 import random
@@ -16,6 +21,7 @@ from ansible.utils.display import Display
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import retry_policy
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services import start_watch
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host import service_defaults
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host.systemd_unit import check_unit_name
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import (
     host_lock, prewarm_step, remote_host_port, server_sync)
@@ -28,14 +34,15 @@ display = Display()
 PROBE_MODULE = "sglang_ops.serving.sglang_probe"
 
 ARGUMENT_SPEC = {
-    "unit": {"type": "str", "default": "sglang-k26-ddtree"},
-    "port": {"type": "int", "default": 30001},
+    "unit": {"type": "str", "default": service_defaults.UNIT_NAME},
+    "port": {"type": "int", "default": service_defaults.PORT},
     "host": {"type": "str", "default": "127.0.0.1"},
     "api_key_file": {"type": "path"},
     "poll_s": {"type": "float", "default": start_watch.POLL_S},
     "max_attempts": {"type": "int", "default": 3},
     "start_timeout_s": {"type": "float", "default": start_watch.START_TIMEOUT_S},
-    "stop_timeout_s": {"type": "float", "default": 330.0},
+    # Past the unit's TimeoutStopSec=: systemd's own SIGKILL comes first.
+    "stop_timeout_s": {"type": "float", "default": service_defaults.STOP_TIMEOUT_S},
     "failed_stop_timeout_s": {"type": "float", "default": 20.0},
     "release_timeout_s": {"type": "float", "default": 120.0},
     "gpu_idle_mib": {"type": "int", "default": 1024},

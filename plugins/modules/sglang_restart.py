@@ -15,9 +15,12 @@ description:
     with PID and command line. Someone else's processes stop the restart (C(gpu_busy_foreign));
     leftover server processes (title C(sglang::...) or the unit's venv Python) are killed
     only when O(kill_orphans=true), otherwise the restart stops (C(orphan_processes))."
-  - Stops the unit with a timeout (SIGKILL after it), then waits, bounded by
-    O(release_timeout_s), until the unit's cgroup is empty and GPU memory is back to
-    baseline.
+  - "Stops the unit with C(systemctl stop): systemd sends SIGTERM and, after the unit's
+    C(TimeoutStopSec=) (the sglang_service role's C(sglang_service_timeout_stop_s), 120 s),
+    SIGKILL to every process of the unit. Only when C(systemctl stop) has not returned
+    within O(stop_timeout_s) (longer than C(TimeoutStopSec=) by default) does the task send
+    SIGKILL itself. Then it waits, bounded by O(release_timeout_s), until the unit's cgroup
+    is empty and GPU memory is back to baseline."
   - Starts the unit and runs M(sglang_ops.serving.sglang_probe) every O(poll_s) seconds,
     feeds each observation to the stall detector, and prints one progress line per poll at
     default verbosity (phase, shard progress, GPU memory, disk rate, CPU, HTTP state,
@@ -99,13 +102,19 @@ options:
     type: float
     default: 7200.0
   stop_timeout_s:
-    description: How long C(systemctl stop) may take before the unit's processes get SIGKILL.
+    description:
+      - How long the task waits for C(systemctl stop) before it sends SIGKILL to the unit's
+        processes itself.
+      - "systemd kills first: SIGTERM, then SIGKILL after the unit's C(TimeoutStopSec=)
+        (C(sglang_service_timeout_stop_s), 120 s); the default is that plus 30 s for the
+        processes to exit. A unit with a longer C(TimeoutStopSec=) wants a longer O(stop_timeout_s)."
     type: float
-    default: 330.0
+    default: 150.0
   failed_stop_timeout_s:
     description:
       - Stop timeout for an instance whose start failed or stalled (before an automatic
-        restart); its processes are of no use, so they get SIGKILL sooner.
+        restart); its processes are of no use, so the task sends them SIGKILL after this,
+        before systemd's C(TimeoutStopSec=) would.
     type: float
     default: 20.0
   release_timeout_s:

@@ -20,13 +20,25 @@ def add_arguments(parser):
     parser.add_argument("host", nargs="?", metavar="HOST", help="one host (the same as --limit HOST)")
 
 
+def artifacts_root(host, outcome):
+    """Where the restart action keeps the host's runs: the parent of the host folder of the run
+    folder status.yml just wrote (<root>/<host>/<stamp>, so sglang_restart_artifacts_dir from
+    the inventory or -e counts), else the default artifacts/."""
+    run_dir = outcome.artifacts.get(host)
+    if run_dir and os.path.basename(os.path.dirname(run_dir)) == host:
+        return os.path.dirname(os.path.dirname(run_dir))
+    return ARTIFACTS
+
+
 def report_lines(hosts, root=ARTIFACTS):
-    """One line per host naming its newest incident report (or that it has none)."""
+    """One line per host naming its newest incident report (or that it has none); root: one
+    folder for every host, or a function of the host."""
     lines = []
     for host in sorted(hosts):
-        found = newest_report(root, host)
+        root_of_host = root(host) if callable(root) else root
+        found = newest_report(root_of_host, host)
         if found is None:
-            lines.append("newest report for %s: none under %s" % (host, os.path.relpath(root)))
+            lines.append("newest report for %s: none under %s" % (host, os.path.relpath(root_of_host)))
         else:
             report, run_dir = found
             lines.append("newest report for %s: %s (run %s)" % (host, os.path.relpath(report), os.path.basename(run_dir)))
@@ -42,7 +54,7 @@ def run(args, out=None):
 
     def after(outcome, stream):
         hosts = set(outcome.verdicts) | set(outcome.failed) | set(outcome.unreachable)
-        for line in report_lines(hosts):
+        for line in report_lines(hosts, root=lambda host: artifacts_root(host, outcome)):
             stream.write(line + "\n")
 
     return playbook_command.run(args, PLAYBOOK, need_ready_verdict=True, out=out, after=after)

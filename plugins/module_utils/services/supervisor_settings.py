@@ -12,6 +12,7 @@ import os
 import urllib.parse
 from dataclasses import dataclass, field, fields
 
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host import service_defaults
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records import safe_files, start_records
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model import weight_cache
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings
@@ -98,10 +99,10 @@ def _plain(number):
 @dataclass
 class SupervisorSettings:
     """The settings file the sglang_service role writes (one JSON object)."""
-    unit: str = "sglang"
+    unit: str = service_defaults.UNIT_NAME
     # The inventory name of the host: the `host` label of the start metrics (docs/metrics.md).
     host: object = None
-    base_url: str = "http://127.0.0.1:30000"
+    base_url: str = service_defaults.base_url()
     model: str = "default"
     api_key_file: object = None
     starts_dir: str = start_records.DEFAULT_ROOT

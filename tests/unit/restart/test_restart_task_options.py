@@ -69,6 +69,16 @@ def test_the_server_option_is_the_nodes_group_of_the_inventory():
     assert render(task_args()["server"], variables) == {"name": "pair", "nodes": ["node-a", "node-b"]}
 
 
+def test_unset_service_variables_fall_back_on_the_roles_defaults():
+    """unit, port and api_key_file where the inventory leaves them to the role: its defaults."""
+    role = yaml.safe_load((ROOT / "roles" / "sglang_service" / "defaults" / "main.yml").read_text())
+    args = task_args()
+    assert render(args["unit"], {}) == role["sglang_service_unit_name"]
+    assert int(render(args["port"], {})) == role["sglang_service_port"]
+    assert render(args["api_key_file"], {}) == "%s/%s.yaml" % (role["sglang_service_config_dir"],
+                                                               role["sglang_service_unit_name"])
+
+
 def test_weight_cache_auto_leaves_the_choice_to_the_installed_units():
     """auto: the role installed the daemon's unit only where SGLang can run it; the restart looks."""
     with pytest.raises(AnsibleValueOmittedError):
