@@ -9,6 +9,8 @@ become one progress line:
 """
 import time
 
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.durations import fmt_duration
+
 PREWARM_MODULE = "sglang_ops.serving.sglang_prewarm"
 
 # The options a caller may pass through; step_s and max_total_s belong to the loop.
@@ -16,17 +18,12 @@ MODULE_OPTIONS = ("model_path", "extra_paths", "include", "mode", "reserve_gib",
                   "read_block_mib")
 
 
-def _clock_text(seconds: float) -> str:
-    seconds = int(seconds)
-    return "%dm%02ds" % divmod(seconds, 60) if seconds >= 60 else "%ds" % seconds
-
-
 def progress_line(result: dict, elapsed_s: float, read_bytes: int) -> str:
     rate = read_bytes / elapsed_s / 1e9 if elapsed_s > 0 else 0.0
     size = "%.0f/%.0f" if result["model_bytes"] >= 100e9 else "%.1f/%.1f"
     return ("prewarm %.0f%% resident · " + size + " GB · %.2f GB/s · %s") % (
         100 * result["resident_fraction_after"], result["resident_bytes_after"] / 1e9,
-        result["model_bytes"] / 1e9, rate, _clock_text(elapsed_s))
+        result["model_bytes"] / 1e9, rate, fmt_duration(elapsed_s))
 
 
 def prewarm(execute_module, emit, options: dict, step_s: float = 10.0, max_total_s: float = 0.0,
@@ -62,7 +59,7 @@ def prewarm(execute_module, emit, options: dict, step_s: float = 10.0, max_total
             break
         if max_total_s and elapsed >= max_total_s:
             emit("prewarm stopped after %s (limit %ss); the rest loads from disk"
-                 % (_clock_text(elapsed), max_total_s))
+                 % (fmt_duration(elapsed), max_total_s))
             break
     elapsed = clock() - start
     summary = {
@@ -78,7 +75,7 @@ def prewarm(execute_module, emit, options: dict, step_s: float = 10.0, max_total
     }
     summary["msg"] = "prewarm: %.0f%% -> %.0f%% resident, %.1f GB read in %s (%.2f GB/s)" % (
         100 * summary["resident_fraction_before"], 100 * summary["resident_fraction_after"],
-        read_bytes / 1e9, _clock_text(elapsed), summary["read_bytes_per_s"] / 1e9)
+        read_bytes / 1e9, fmt_duration(elapsed), summary["read_bytes_per_s"] / 1e9)
     if not first["decision"]["prewarm"]:
         summary["msg"] = first["decision"]["words"]
     return summary

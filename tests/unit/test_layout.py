@@ -101,6 +101,8 @@ def test_each_vocabulary_has_one_definition():
     assert _definitions(r"^FINAL_VERDICTS\s*=") == ["plugins/module_utils/model/failure_classes.py"]
     assert _definitions(r"^VERDICTS\s*=") == ["plugins/module_utils/model/failure_classes.py"]
     assert _definitions(r"^\s*def \w*duration\w*\((?!self)") == ["plugins/module_utils/model/durations.py"]
+    # and no formatter under another name: one value reads the same everywhere ('1h15m', never '75m00s')
+    assert _definitions(r"%dm%02ds|%dh%02dm") == ["plugins/module_utils/model/durations.py"]
     assert _definitions(r"(=|compile\()\s*r?\"Main process exited") == ["plugins/module_utils/model/sglang_dialect.py"]
     assert _definitions(r"\(\"checkpoint shards\"") == ["plugins/module_utils/model/sglang_dialect.py"]
     assert _definitions(r"\[DTPE\]P|\[TDPE\]P") == ["plugins/module_utils/model/sglang_dialect.py"]

@@ -32,12 +32,6 @@ class GpuBursts:
             seen = self.readings[idx] = deque(maxlen=self.history_len)
         return seen
 
-    def note_idle(self, idx, util_pct):
-        """A reading below min_pct: into the history, ending a run of bursts."""
-        self.history(idx).append(util_pct)
-        if self.bursts_in_a_row:
-            self.bursts_in_a_row.pop(idx, None)
-
     def is_burst(self, idx, util_pct):
         """True when `util_pct` is at least min_pct and margin_pct above the GPU's noise ceiling
         (the `ceiling_quantile` of its recent readings); the reading joins the history."""

@@ -45,13 +45,3 @@ class Notifier:
     def stopping(self, line):
         return self.send(STOPPING=1, STATUS=line)
 
-
-def watchdog_interval_s():
-    """WatchdogSec= as the supervisor sees it ($WATCHDOG_USEC for this PID), or None."""
-    usec, pid = os.environ.get("WATCHDOG_USEC"), os.environ.get("WATCHDOG_PID")
-    if not usec or (pid and pid != str(os.getpid())):
-        return None
-    try:
-        return int(usec) / 1e6
-    except ValueError:
-        return None
