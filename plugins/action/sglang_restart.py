@@ -20,7 +20,7 @@ from ansible.utils.display import Display
 
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import retry_policy
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services import start_watch
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import from_overrides
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host import service_defaults
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host.systemd_unit import check_unit_name
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import (
@@ -81,11 +81,11 @@ class ActionModule(ActionBase):
         problems = _arg_problems(args)
         settings = supervisor_settings = None
         try:
-            settings = DetectorSettings().with_overrides(dict(args["detector"] or {}))
+            settings = from_overrides(dict(args["detector"] or {}))
         except ValueError as exc:
             problems.append("detector settings: %s" % exc)
         try:
-            supervisor_settings = DetectorSettings().with_overrides(dict(args["supervisor_detector"] or {}))
+            supervisor_settings = from_overrides(dict(args["supervisor_detector"] or {}))
         except ValueError as exc:
             problems.append("supervisor_detector settings: %s" % exc)
         if problems:  # all of them at once, before anything runs on the host

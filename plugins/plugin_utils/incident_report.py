@@ -39,12 +39,13 @@ def replay(header, observations, settings=None):
     """The detector's assessment (as a dict) for every observation, in order: for a trace
     that does not carry the watcher's own assessments."""
     from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector import Detector
-    from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings
+    from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import (
+        DetectorSettings, from_overrides)
 
     base = DetectorSettings()
     if settings:
         try:
-            base = base.with_overrides(settings)
+            base = from_overrides(settings)
         except (ValueError, TypeError):
             # settings from a newer or older release: replay with today's defaults
             base = DetectorSettings()

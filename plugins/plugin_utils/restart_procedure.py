@@ -14,7 +14,7 @@ import signal
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import retry_policy
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector import Detector
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.durations import fmt_duration
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings, from_overrides
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.failure_classes import FAILURE_CLASSES
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.progress_line import progress_line
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host import systemd_unit
@@ -691,7 +691,7 @@ class RestartProcedure:
                 continue
             recorded = header_settings(header)
             if recorded:
-                self.record["settings"] = DetectorSettings().with_overrides(recorded).to_dict()
+                self.record["settings"] = from_overrides(recorded).to_dict()
                 self.record["settings_from"] = "the unit's supervisor (%s)" % attempt["trace"]
                 if header.get("code"):
                     self.record["supervisor_code"] = header["code"]

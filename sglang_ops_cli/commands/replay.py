@@ -21,7 +21,7 @@ import os
 import sys
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector import Detector
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings, from_overrides
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.failure_classes import UNDECIDED
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.progress_line import progress_line
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.start_history import (
@@ -124,15 +124,15 @@ def settings_for(header, settings_from, overrides):
     recorded = header_settings(header) if settings_from == "trace" else None
     if recorded:
         try:
-            settings = settings.with_overrides(recorded)
+            settings = from_overrides(recorded)
         except ValueError as e:
             raise ValueError("the settings recorded in the trace: %s (--settings-from default ignores them)" % e)
-    return settings.with_overrides(parse_overrides(overrides))
+    return from_overrides(parse_overrides(overrides), base=settings)
 
 
 def run(args):
     try:
-        DetectorSettings().with_overrides(parse_overrides(args.overrides))
+        from_overrides(parse_overrides(args.overrides))
     except ValueError as e:
         print("sglang-ops replay: %s" % e, file=sys.stderr)
         return 2

@@ -97,6 +97,16 @@ def _definitions(pattern):
     return sorted(str(p.relative_to(ROOT)) for p in PLUGINS.rglob("*.py") if rx.search(p.read_text(encoding="utf-8")))
 
 
+def test_detector_overrides_become_settings_in_one_place():
+    """Every caller (the action, the supervisor's settings, the supervisor, replay, the restart
+    procedure, the incident report) turns overrides into DetectorSettings with from_overrides."""
+    rx = re.compile(r"\.with_overrides\(|DetectorSettings\(\s*\*\*|dataclasses\.replace\(\s*DetectorSettings")
+    callers = sorted(str(p.relative_to(ROOT)) for folder in ("plugins", "sglang_ops_cli", "bench", "bin")
+                     for p in (ROOT / folder).rglob("*.py") if rx.search(p.read_text(encoding="utf-8")))
+    assert callers == ["plugins/module_utils/model/detector_settings.py"]
+    assert _definitions(r"^def from_overrides\(") == ["plugins/module_utils/model/detector_settings.py"]
+
+
 def test_each_vocabulary_has_one_definition():
     assert _definitions(r"^FINAL_VERDICTS\s*=") == ["plugins/module_utils/model/failure_classes.py"]
     assert _definitions(r"^VERDICTS\s*=") == ["plugins/module_utils/model/failure_classes.py"]

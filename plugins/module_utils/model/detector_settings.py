@@ -1,7 +1,9 @@
 """Every threshold and window of the stall detector, in one frozen dataclass.
 
-Units are in the names. The restart playbook passes overrides as a dict
-(`DetectorSettings().with_overrides({...})`); docs/detector.md explains each field.
+Units are in the names. Overrides (a dict) become settings in one place, from_overrides(), whoever gives them:
+the restart action (its detector and supervisor_detector options), the unit supervisor's
+settings file, a trace header's recorded settings and `sglang-ops replay --set`
+(tests/unit/test_layout.py keeps it so); docs/detector.md explains each field.
 Every override is range-checked by the unit its name ends with (RANGES), so a field
 added later is covered by naming its unit.
 """
@@ -151,6 +153,12 @@ RANGES = (
     ("_polls", 1, 10000, True),
     ("_depth", 1, 1000, True),
 )
+
+
+def from_overrides(overrides, base=None):
+    """`base` (default: the defaults) with `overrides` applied, each type- and range-checked;
+    ValueError names an unknown setting or what is wrong with a value."""
+    return (base if base is not None else DetectorSettings()).with_overrides(overrides)
 
 
 def check_range(key, value):

@@ -46,7 +46,7 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.services import
     log_filter, log_pump, observe_only, sd_notify, weight_cache_watch, work_counters)
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector import Detector
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.durations import fmt_duration
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import from_overrides
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.failure_classes import class_of_exit_code, exit_code
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host.probe import ProbeRequest, probe
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.progress_line import SEP, progress_line
@@ -399,7 +399,7 @@ class Supervisor:
         held = "" if self.observe_only is None else "; " + observe_only.words(self.observe_only)
         options = WatchOptions(
             poll_s=self.s.poll_s, start_timeout_s=self.s.start_timeout_s or float("inf"),
-            settings=DetectorSettings().with_overrides(self.s.detector),
+            settings=from_overrides(self.s.detector),
             trace=TraceTarget(self.record.trace_path, "start-" + self.record.name, self.s.unit,
                               "start of %s watched by its supervisor%s" % (self.s.unit, held),
                               open_writer=self._open_trace),

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host import service_defaults
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records import safe_files, start_records
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model import weight_cache
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import from_overrides
 
 _NOTHING = object()
 # The role writes a few KiB; a file over this is refused unread.
@@ -86,7 +86,7 @@ def _detector(value):
     if not isinstance(value, dict):
         return "must be a JSON object of detector settings"
     try:
-        DetectorSettings().with_overrides(value)
+        from_overrides(value)
     except (TypeError, ValueError) as e:
         return "is invalid: %s" % e
     return None
