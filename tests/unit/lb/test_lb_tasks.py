@@ -94,9 +94,11 @@ def haproxy_lb(haproxy):
 
 
 def test_drain_waits_for_the_request_in_flight_and_leaves_the_server_drained(tmp_path, haproxy, sglang):
-    thread, answers = in_flight(sglang, 40)          # 8 s of decoding, past ansible-playbook's start
+    # 20 s of decoding: on a loaded machine ansible-playbook can take 8 s to reach the wait,
+    # and the retry line below is only printed when the request is still in flight then
+    thread, answers = in_flight(sglang, 100)
     run = run_tasks(tmp_path, "lb_drain.yml", {"sglang_lb": haproxy_lb(haproxy), "sglang_service_port": sglang.port,
-                                                 "sglang_lb_poll_s": 1, "sglang_lb_drain_timeout_s": 30})
+                                                 "sglang_lb_poll_s": 1, "sglang_lb_drain_timeout_s": 60})
     assert run.returncode == 0, run.stdout + run.stderr
     assert "FAILED - RETRYING: [gpu-a]: Wait until the server runs and queues nothing" in run.stdout
     # the wait ended once the completion was answered
@@ -108,7 +110,9 @@ def test_drain_waits_for_the_request_in_flight_and_leaves_the_server_drained(tmp
 
 
 def test_a_server_that_never_goes_idle_is_put_back_and_the_host_fails(tmp_path, haproxy, sglang):
-    in_flight(sglang, 100)                          # 20 s of decoding, longer than the wait
+    # 60 s of decoding, longer than the wait and than ansible-playbook's run on a loaded machine
+    # (the server is killed at the end of the test, the request with it)
+    in_flight(sglang, 300)
     run = run_tasks(tmp_path, "lb_drain.yml", {"sglang_lb": haproxy_lb(haproxy), "sglang_service_port": sglang.port,
                                                  "sglang_lb_poll_s": 1, "sglang_lb_drain_timeout_s": 2})
     assert run.returncode == 2, run.stdout + run.stderr
