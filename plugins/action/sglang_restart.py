@@ -7,7 +7,6 @@
 # (preflight, stop, start, watch, decide; on a supervised unit one restart followed), or
 # in check mode RestartProcedure.observe_once (the same preflight decisions, one
 # observation, what a restart would do).
-import math
 import os
 import random
 import shlex
@@ -21,6 +20,7 @@ from ansible.utils.display import Display
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import retry_policy
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services import start_watch
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import from_overrides
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.number_range import range_problem
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host import service_defaults
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host.systemd_unit import check_unit_name
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import (
@@ -208,18 +208,6 @@ OPTION_RANGES = (
 PREWARM_LOOP_RANGES = (("step_s", 0, 3600, False), ("max_total_s", 0, 86400, True))
 
 
-def _range_problem(name, value, low, high, low_ok):
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return "%s must be a number, got %r" % (name, value)
-    if isinstance(value, bool) or not math.isfinite(number):
-        return "%s must be a finite number, got %r" % (name, value)
-    if number < low or (number == low and not low_ok) or number > high:
-        return "%s must be %s %g and at most %g, got %r" % (name, ">=" if low_ok else ">", low, high, value)
-    return None
-
-
 def _server_problem(server, host):
     """What is wrong with the server option (one node of a server over several hosts), or None."""
     if not server:
@@ -250,7 +238,7 @@ def _arg_problems(args):
     if not 1 <= args["port"] <= 65535:
         problems.append("port %d is outside 1-65535" % args["port"])
     for name, low, high, low_ok in OPTION_RANGES:
-        problem = _range_problem(name, args[name], low, high, low_ok)
+        problem = range_problem(name, args[name], low, high, low_ok)
         if problem:
             problems.append(problem)
     if not problems and args["start_timeout_s"] < args["poll_s"]:
@@ -261,7 +249,13 @@ def _arg_problems(args):
             ", ".join(sorted(unknown)), ", ".join(prewarm_step.MODULE_OPTIONS + PREWARM_LOOP_OPTIONS)))
     for name, low, high, low_ok in PREWARM_LOOP_RANGES:
         if name in args["prewarm"]:
-            problem = _range_problem("prewarm." + name, args["prewarm"][name], low, high, low_ok)
+            value = args["prewarm"][name]
+            if isinstance(value, str):   # a number written as text counts as that number
+                try:
+                    value = float(value)
+                except ValueError:
+                    pass
+            problem = range_problem("prewarm." + name, value, low, high, low_ok)
             if problem:
                 problems.append(problem)
     if args["artifacts_dir"] and os.path.isfile(args["artifacts_dir"]):

@@ -7,8 +7,9 @@ settings file, a trace header's recorded settings and `sglang-ops replay --set`
 Every override is range-checked by the unit its name ends with (RANGES), so a field
 added later is covered by naming its unit.
 """
-import math
 from dataclasses import dataclass, fields, replace
+
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.number_range import range_problem
 
 _KERNEL_PHASES = ("jit_compile", "cuda_graph", "warmup")
 
@@ -167,16 +168,14 @@ def check_range(key, value):
         if isinstance(value, tuple) and not all(value):
             raise ValueError("detector setting %s must not hold an empty name" % key)
         return value
-    if not math.isfinite(value):
-        raise ValueError("detector setting %s must be a finite number, got %r" % (key, value))
     for suffix, low, high, low_ok in RANGES:
         if key.endswith(suffix):
             break
     else:
         low, high, low_ok = 0, 1e12, True  # a number without a known unit: not negative
-    if value < low or (value == low and not low_ok) or value > high:
-        raise ValueError("detector setting %s must be %s %g and at most %g, got %r" % (
-            key, ">=" if low_ok else ">", low, high, value))
+    problem = range_problem("detector setting " + key, value, low, high, low_ok)
+    if problem:
+        raise ValueError(problem)
     return value
 
 

@@ -7,7 +7,6 @@ supervisor_config status (failure_classes.py), which is in the unit's
 RestartPreventExitStatus=.
 """
 import json
-import math
 import os
 import urllib.parse
 from dataclasses import dataclass, field, fields
@@ -16,6 +15,7 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.host import ser
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records import safe_files, start_records
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model import weight_cache
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import from_overrides
+from ansible_collections.sglang_ops.serving.plugins.module_utils.model.number_range import range_words
 
 _NOTHING = object()
 # The role writes a few KiB; a file over this is refused unread.
@@ -33,25 +33,11 @@ def _text(value):
 
 
 def _number(minimum, inclusive):
-    def check(value):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return "must be a number"
-        if not math.isfinite(value):
-            return "must be a finite number"
-        if value < minimum or (value == minimum and not inclusive):
-            return "must be %s %s" % ("at least" if inclusive else "greater than", _plain(minimum))
-        return None
-    return check
+    return lambda value: range_words(value, minimum, low_ok=inclusive)
 
 
 def _integer(minimum):
-    def check(value):
-        if isinstance(value, bool) or not isinstance(value, int):
-            return "must be an integer"
-        if value < minimum:
-            return "must be at least %d" % minimum
-        return None
-    return check
+    return lambda value: range_words(value, minimum, integer=True)
 
 
 def _boolean(value):
@@ -90,10 +76,6 @@ def _detector(value):
     except (TypeError, ValueError) as e:
         return "is invalid: %s" % e
     return None
-
-
-def _plain(number):
-    return ("%g" % number) if isinstance(number, float) else str(number)
 
 
 @dataclass
