@@ -44,4 +44,3 @@ class Notifier:
 
     def stopping(self, line):
         return self.send(STOPPING=1, STATUS=line)
-
