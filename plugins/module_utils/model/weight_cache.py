@@ -159,10 +159,8 @@ def status_commands(launcher_argv):
 
 def parse_budget_status(rc, out, err, gpus):
     """(DeliveryBudget or None, problem) from the --status answers of `gpus` daemons (one JSON
-    line each). (None, '') when the installed SGLang has no budget (it refuses --status);
-    (None, why) when it could not be read."""
-    if rc != 0 and _NO_STATUS_FLAG.search(err or ""):
-        return None, ""
+    line each; rc is the shell's, which ran them side by side). (None, '') when the installed
+    SGLang has no budget (it refuses --status); (None, why) when it could not be read."""
     answers = {}
     for line in (out or "").splitlines():
         try:
@@ -171,6 +169,8 @@ def parse_budget_status(rc, out, err, gpus):
             continue
         if isinstance(answer, dict) and "remaining" in answer:
             answers[answer.get("gpu_id")] = answer
+    if not answers and _NO_STATUS_FLAG.search(err or ""):
+        return None, ""
     if len(answers) < gpus:
         why = (err or out or "").strip().splitlines()
         return None, "%d of %d weight cache daemons answered --status (rc %s)%s" % (

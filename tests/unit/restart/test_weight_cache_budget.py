@@ -72,6 +72,7 @@ def test_the_fewest_left_of_any_gpu_is_the_budget():
 def test_sglang_without_a_budget_refuses_status_and_nothing_is_claimed():
     err = "usage: sglang serve [-h]\nsglang serve: error: unrecognized arguments: --status\n"
     assert weight_cache.parse_budget_status(2, "", err, 8) == (None, "")
+    assert weight_cache.parse_budget_status(0, "", err * 8, 8) == (None, "")     # the shell's wait says 0
 
 
 @pytest.mark.parametrize("rc, out, err, words", [
