@@ -289,22 +289,31 @@ class Supervisor:
 
     def _wait_for_daemon(self):
         """An engine attaching to the weight cache starts once every GPU's daemon is ready:
-        started while the daemon still loads, it would load from disk itself. Cold as the
-        playbook decides (weight_cache_watch.cold_decision): a daemon loaded before the
-        previous start ended is stopped first (its supervisor and systemd load it again).
-        The wait lasts while the daemon shows a load in progress (DaemonWait), never past
-        the start timeout. The StartKind it starts with."""
-        watch = self.cache_watch
-        health = watch.check()
+        started while the daemon still loads, it would load from disk itself. The wait lasts
+        while the daemon shows a load in progress (DaemonWait), never past the start timeout.
+        Once the daemon is ready, cold as the playbook decides (weight_cache_watch.cold_decision):
+        a daemon loaded before the previous start ended is stopped and its reload waited for.
+        The StartKind it starts with."""
         previous = weight_cache_watch.previous_start(self.s.starts_dir, self.record.name)
-        self.cold_reason = weight_cache_watch.cold_decision(previous, health)
-        since = None
-        if self.cold_reason:
-            since = self._reload_daemon(previous, health)
+        decision, health = self._await_daemon(None)
+        if decision == "go":
+            self.cold_reason = weight_cache_watch.cold_decision(previous)
+            since = self._reload_daemon(previous, health) if self.cold_reason else None
+            if since is not None:
+                decision, health = self._await_daemon(since)
+        kind = weight_cache.StartKind(decision == "go")
+        if kind.warm and self.cold_reason:
+            kind.kind, kind.reason = weight_cache.RESTART_COLD, self.cold_reason
+        return kind
+
+    def _await_daemon(self, since):
+        """Wait for the daemon as DaemonWait decides (since: only a daemon loaded after that
+        epoch time counts); ("go" or "give_up", the last DaemonHealth)."""
         wait = weight_cache_watch.DaemonWait(weight_cache_watch.daemon_starts_dir(self.s.starts_dir),
                                              self.s.start_timeout_s or DEFAULT_WAIT_S,
                                              grace_s=weight_cache_watch.DAEMON_GRACE_S, since=since)
         began = self.mono()
+        health = self.cache_watch.check()
         decision, words = wait.judge(health, 0.0, self._files_fresh(since))
         if decision != "go":
             self.say("waiting for the weight cache daemon: %s" % words)
@@ -315,20 +324,15 @@ class Supervisor:
             self.notify.extend_timeout(self.s.extend_timeout_s)
             self.record.update(progress=line, reason=words)
             self._sleep(self.s.poll_s)
-            health = watch.check()
+            health = self.cache_watch.check()
             decision, words = wait.judge(health, self.mono() - began, self._files_fresh(since))
         waited_s = self.mono() - began
-        if decision == "go" and waited_s > 0:
-            self.say("%s after %s" % (words, fmt_duration(waited_s)))
-        elif decision == "go" and not health.healthy:
-            self.say(words)
-        elif decision != "go":
+        if decision != "go":
             self.say("the engine starts without the weight cache daemon after %s and loads from disk: %s" % (
                 fmt_duration(waited_s), words))
-        kind = weight_cache.StartKind(decision == "go")
-        if kind.warm and self.cold_reason:
-            kind.kind, kind.reason = weight_cache.RESTART_COLD, self.cold_reason
-        return kind
+        elif waited_s >= 1 or not health.healthy:
+            self.say("%s after %s" % (words, fmt_duration(waited_s)))
+        return decision, health
 
     def _files_fresh(self, since):
         return since is not None and weight_cache_watch.loaded_since(self.cache_watch.ready_mtimes(), {"ended_at": since})

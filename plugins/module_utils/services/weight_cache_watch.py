@@ -160,11 +160,11 @@ def previous_start(starts_dir, current_name):
     return None
 
 
-def cold_decision(previous, health):
+def cold_decision(previous):
     """Why this engine start must be cold, or None: the playbook's rule (weight_cache.cold_reason)
-    over the engine's previous start. Only a daemon that is healthy now is judged here (one
-    that is not is waited for: it is loading, or the engine starts without it)."""
-    if not previous or not health.healthy:
+    over the engine's previous start, asked once the daemon is ready (one that is not is
+    waited for: it loads, or the engine starts without it)."""
+    if not previous:
         return None
     failed = previous.get("verdict") in ("failed", "stalled", "interrupted")
     kind = previous.get("restart_kind")

@@ -221,17 +221,15 @@ def test_after_a_ready_or_cold_start_the_engine_starts_warm(supervise, tmp_path)
 
 
 def test_cold_decision_follows_the_playbooks_rule():
-    healthy = DaemonHealth(True, {"u": 1})
-    assert weight_cache_watch.cold_decision(None, healthy) is None
+    assert weight_cache_watch.cold_decision(None) is None
     assert weight_cache_watch.cold_decision({"verdict": "failed", "reason_code": "fatal_error",
-                                             "restart_kind": "warm"}, healthy) == "warm_start_failed"
+                                             "restart_kind": "warm"}) == "warm_start_failed"
     assert weight_cache_watch.cold_decision({"verdict": "failed", "reason_code": "fatal_packing",
-                                             "restart_kind": "cold"}, healthy) == "implicates_weights: fatal_packing"
-    assert weight_cache_watch.cold_decision({"verdict": "ready", "restart_kind": "cold_fallback"},
-                                            healthy) == "fallback_to_disk"
-    assert weight_cache_watch.cold_decision({"verdict": "stopped", "restart_kind": "warm"}, healthy) is None
-    assert weight_cache_watch.cold_decision({"verdict": "failed", "reason_code": "fatal_error", "restart_kind": "warm"},
-                                            DaemonHealth(False, reason="x")) is None
+                                             "restart_kind": "cold"}) == "implicates_weights: fatal_packing"
+    assert weight_cache_watch.cold_decision({"verdict": "ready", "restart_kind": "cold_fallback"}) == "fallback_to_disk"
+    assert weight_cache_watch.cold_decision({"verdict": "stopped", "restart_kind": "warm"}) is None
+    assert weight_cache_watch.cold_decision({"verdict": "stalled", "reason_code": "stall_idle",
+                                             "restart_kind": "cold"}) is None
 
 
 def test_only_the_daemon_units_own_processes_are_stopped():
