@@ -314,7 +314,7 @@ class Supervisor:
                                              grace_s=weight_cache_watch.DAEMON_GRACE_S, since=since)
         began = self.mono()
         health = self.cache_watch.check()
-        decision, words = wait.judge(health, 0.0, self._files_fresh(since))
+        decision, words = wait.judge(health, 0.0, self._files_fresh(since), bool(self.cache_watch.dead))
         if decision != "go":
             self.say("waiting for the weight cache daemon: %s" % words)
         while decision == "wait":
@@ -325,7 +325,7 @@ class Supervisor:
             self.record.update(progress=line, reason=words)
             self._sleep(self.s.poll_s)
             health = self.cache_watch.check()
-            decision, words = wait.judge(health, self.mono() - began, self._files_fresh(since))
+            decision, words = wait.judge(health, self.mono() - began, self._files_fresh(since), bool(self.cache_watch.dead))
         waited_s = self.mono() - began
         if decision != "go":
             self.say("the engine starts without the weight cache daemon after %s and loads from disk: %s" % (

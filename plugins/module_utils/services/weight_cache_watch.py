@@ -44,6 +44,7 @@ class WeightCacheWatch:
         self.uuids = []
         self.last = None
         self.warnings = ()    # GPUs served by a daemon whose ready file is malformed (check with launcher_pid)
+        self.dead = ()        # GPUs whose ready file names a pid that is gone
 
     def socket_template(self):
         return (self.env if self.env is not None else os.environ).get(SOCKET_TEMPLATE_ENV)
@@ -54,16 +55,22 @@ class WeightCacheWatch:
         ready file exists but names no pid counts as served while its socket listens in a
         process below the launcher, and is named in self.warnings."""
         self.warnings = ()
+        self.dead = ()
         if not self.uuids:
             self.uuids, why = self._read_uuids(self.nvidia_smi, self.env)
             if not self.uuids:
                 self.last = weight_cache_state.DaemonHealth(False, reason="the unit's GPUs are not known: %s" % why)
                 return self.last
         health = self._health(self.ready_template, self.uuids)
+        self.dead = tuple(uuid for uuid in health.missing if self._names_dead_pid(uuid))
         if not health.healthy and launcher_pid is not None:
             health = self._tolerate_malformed(health, launcher_pid)
         self.last = health
         return health
+
+    def _names_dead_pid(self, uuid):
+        ready = weight_cache_state.read_ready_file(weight_cache.ready_path(self.ready_template, uuid))
+        return ready is not None and ready.pid is not None and not weight_cache_state.pid_alive(ready.pid)
 
     def _tolerate_malformed(self, health, launcher_pid):
         template = self.socket_template()
@@ -220,15 +227,16 @@ class DaemonWait:
         starts = self._read(self.daemon_starts, limit=1)
         return starts[0] if starts else None
 
-    def judge(self, health, waited_s, files_fresh=False):
+    def judge(self, health, waited_s, files_fresh=False, dead=False):
         """(decision, words) after waited_s of waiting with the daemon's health now;
-        files_fresh: its ready files were written after `since` (a reload happened)."""
+        files_fresh: its ready files were written after `since` (a reload happened); dead: a
+        ready file names a pid that is gone (its supervisor's "ready" is then out of date)."""
         record = self.newest()
         fresh = record is not None and (self.since is None or (record.get("started_at") or 0) >= self.since)
         if health.healthy and (self.since is None or fresh or files_fresh):
             return "go", "the weight cache daemon is ready"
         verdict = record.get("verdict") if fresh else None
-        if verdict == "ready" and self._alive(_supervisor_pid(record)):
+        if verdict == "ready" and not dead and self._alive(_supervisor_pid(record)):
             # its supervisor checks every GPU's daemon after ready and vouches for them (the
             # playbook's test too); this unit may not see them (no nvidia-smi, a malformed file)
             return "go", "the weight cache daemon's supervisor says ready (here: %s)" % health.reason

@@ -303,6 +303,26 @@ def test_a_ready_daemon_by_its_supervisor_is_gone_to_when_this_unit_cannot_see_t
     assert decision == "go" and "supervisor says ready" in words and "nvidia-smi not found" in words
 
 
+def test_a_ready_start_of_the_daemon_does_not_count_once_a_ready_file_names_a_dead_pid(tmp_path):
+    root = tmp_path / "starts-weights"
+    _daemon_start(root, "ready", 12)         # its supervisor has not noticed yet
+    decision, words = DaemonWait(str(root), ceiling_s=1000, grace_s=10).judge(NOT_READY, 0.0, dead=True)
+    assert decision == "wait"
+
+
+def test_the_watch_names_ready_files_of_dead_pids(tmp_path):
+    ready_t, dummy = _templates(tmp_path)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    uuids = _uuids()
+    _write_ready(ready_t, gone.pid)
+    watch = weight_cache_watch.WeightCacheWatch(ready_t, read_uuids=lambda *a: (["GPU-" + u for u in uuids], ""))
+    assert not watch.check().healthy
+    assert len(watch.dead) == 2
+    _write_ready(ready_t, os.getpid())
+    assert watch.check().healthy and watch.dead == ()
+
+
 def test_after_a_reload_was_asked_only_a_newer_daemon_counts(tmp_path):
     root = tmp_path / "starts-weights"
     _daemon_start(root, "ready", 12, started_at=time.time() - 100)
