@@ -179,13 +179,15 @@ def parse_cmdlines(out):
 
 
 def status_cmd(launcher_pid, commands):
-    """Ask every GPU's daemon for its budget at once, as the daemon's user and in its environment
-    (its socket template, CUDA_VISIBLE_DEVICES: read from the launcher's /proc entry)."""
+    """Ask every GPU's daemon for its budget, side by side, as the daemon's user and in its
+    environment (its socket template, CUDA_VISIBLE_DEVICES: the launcher's /proc entry); each
+    answer in a file of its own until all are done, so that no two lines mix."""
     pid = int(launcher_pid)
-    one = "xargs -0 -a /proc/%d/environ sh -c %s sh" % (pid, "%s")
-    runs = " & ".join(one % shlex.quote('exec env -i "$@" ' + " ".join(shlex.quote(a) for a in argv))
-                      for argv in commands)
-    return 'u=$(stat -c %%U /proc/%d) && runuser -u "$u" -- sh -c %s' % (pid, shlex.quote(runs + "; wait"))
+    runs = "".join("xargs -0 -a /proc/%d/environ sh -c %s sh >\"$d/%d.out\" 2>\"$d/%d.err\" & " % (
+        pid, shlex.quote('exec env -i "$@" ' + " ".join(shlex.quote(a) for a in argv)), n, n)
+        for n, argv in enumerate(commands))
+    script = 'd=$(mktemp -d) || exit 1; %swait; cat "$d"/*.out; cat "$d"/*.err >&2; rm -rf "$d"' % runs
+    return 'u=$(stat -c %%U /proc/%d) && runuser -u "$u" -- sh -c %s' % (pid, shlex.quote(script))
 
 
 def read_budget(shell, daemon):

@@ -3,6 +3,7 @@ the daemon's --status before each start and after a ready one, a cold restart pl
 weight_cache_min_deliveries and at once when it is exhausted, the metric; SGLang 0.5.23 has no
 budget, and then nothing changes."""
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -263,3 +264,31 @@ def test_the_budget_file_is_its_own_and_promtool_accepts_it():
     assert promtool, "promtool is missing: apt-get install prometheus (.ci/run installs it)"
     check = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, check=False)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("runuser"), reason="runuser needs root")
+def test_the_status_command_runs_each_gpus_query_in_the_launchers_environment(tmp_path):
+    """status_cmd run for real: every GPU asked with the launcher's python and environment, the
+    answers one line each however they interleave."""
+    fake_python = tmp_path / "python"
+    fake_python.write_text("#!/bin/sh\n"
+                           "g=$(echo \"$@\" | sed 's/.*--gpu-id //')\n"
+                           "sleep 0.$((g % 3))\n"
+                           "printf '{\"gpu_id\": %s, \"max_deliveries\": 3, \"reserved\": 1, \"remaining\": %s, "
+                           "\"template\": \"%s\"}\\n' \"$g\" \"$((2 - g % 2))\" \"$SGLANG_WEIGHT_CACHE_SOCKET_TEMPLATE\"\n"
+                           "echo \"gpu $g asked\" >&2\n")
+    fake_python.chmod(0o755)
+    env = {"PATH": os.environ["PATH"], "SGLANG_WEIGHT_CACHE_SOCKET_TEMPLATE": "/run/u w/{device_uuid}.sock"}
+    launcher = subprocess.Popen(["sleep", "30"], env=env)    # pylint: disable=consider-using-with
+    try:
+        argv = [str(fake_python), "-m", "sglang.srt.weight_cache.daemon", "--model-path", "/m o", "--tp-size", "4"]
+        got = subprocess.run(["sh", "-c", weight_cache_step.status_cmd(launcher.pid, weight_cache.status_commands(argv))],
+                             capture_output=True, text=True, check=False, timeout=60)
+    finally:
+        launcher.kill()
+        launcher.wait()
+    answers = [json.loads(line) for line in got.stdout.splitlines()]
+    assert sorted(a["gpu_id"] for a in answers) == [0, 1, 2, 3]
+    assert {a["template"] for a in answers} == {"/run/u w/{device_uuid}.sock"}
+    assert sorted(got.stderr.splitlines()) == ["gpu %d asked" % g for g in range(4)]
+    assert weight_cache.parse_budget_status(got.returncode, got.stdout, got.stderr, 4)[0].remaining == 1
