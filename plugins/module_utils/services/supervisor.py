@@ -301,6 +301,10 @@ class Supervisor:
             since = self._reload_daemon(previous, health) if self.cold_reason else None
             if since is not None:
                 decision, health = self._await_daemon(since)
+            elif not self.cold_reason and weight_cache_watch.loaded_since(self.cache_watch.ready_mtimes(), previous):
+                # the daemon was restarted since the previous start (a cold restart run, an
+                # upgrade, systemd after the daemon died): its weights come from disk for this one
+                self.cold_reason = weight_cache_watch.REASON_DAEMON_RELOADED
         kind = weight_cache.StartKind(decision == "go")
         if kind.warm and self.cold_reason:
             kind.kind, kind.reason = weight_cache.RESTART_COLD, self.cold_reason

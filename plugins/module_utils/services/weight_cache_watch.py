@@ -31,6 +31,10 @@ DEFAULT_WAIT_S = 1800.0
 # default) and the daemon supervisor's first polls fit in it.
 DAEMON_GRACE_S = 120.0
 SOCKET_TEMPLATE_ENV = "SGLANG_WEIGHT_CACHE_SOCKET_TEMPLATE"
+# Why an engine start is cold when no rule asked for it: the daemon was loaded again after
+# the engine's previous start ended (a cold restart run stopped the engine and restarted the
+# daemon, or systemd restarted the daemon), so this start's weights came from disk.
+REASON_DAEMON_RELOADED = "daemon_reloaded"
 _PROC_NET_UNIX_MAX_BYTES = 4 * 2**20
 _UNIX_LISTENING = 0x10000   # __SO_ACCEPTCON in /proc/net/unix's Flags
 

@@ -204,11 +204,26 @@ def test_a_daemon_loaded_after_the_failed_start_is_kept_and_the_start_is_cold(su
         daemon.wait()
 
 
+def test_a_start_after_the_daemon_was_reloaded_is_recorded_cold_and_the_daemon_kept(supervise, tmp_path):
+    ready_t, dummy = _templates(tmp_path)
+    daemon = _sleeper()
+    try:
+        _previous_start(tmp_path / "starts", "ready", "ready", "warm", time.time() - 60)   # stopped by a run
+        _write_ready(ready_t, daemon.pid)               # then the run restarted the daemon (cold)
+        run = supervise(settings={"weight_cache_ready_template": ready_t, "start_timeout_s": 120}, prelude=IN_UNIT)
+        run.wait_for(lambda: run.notify.values("READY"), timeout=90, what="READY=1")
+        assert daemon.poll() is None and "stopping the weight cache daemon" not in run.output()
+        assert (run.record()["restart_kind"], run.record()["restart_kind_reason"]) == ("cold", "daemon_reloaded")
+    finally:
+        daemon.kill()
+        daemon.wait()
+
+
 def test_after_a_ready_or_cold_start_the_engine_starts_warm(supervise, tmp_path):
     ready_t, dummy = _templates(tmp_path)
     daemon = _sleeper()
     try:
-        _write_ready(ready_t, daemon.pid)
+        _write_ready(ready_t, daemon.pid, mtime=time.time() - 600)
         _previous_start(tmp_path / "starts", "stalled", "stall_idle", "cold", time.time() - 5)
         run = supervise(settings={"weight_cache_ready_template": ready_t, "start_timeout_s": 120}, prelude=IN_UNIT)
         run.wait_for(lambda: run.notify.values("READY"), timeout=90, what="READY=1")
