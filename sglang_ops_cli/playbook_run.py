@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# Exit statuses of `bin/sglang-ops restart|status` (also listed in docs/runbook.md#cli).
+# Exit statuses of `bin/sglang-ops restart|status` (also listed in docs/architecture.md#cli).
 EXIT_READY = 0          # every host ready (status) / restarted and ready (restart)
 EXIT_FAILED = 1         # a host gave up, a task failed, or the playbook could not run
 EXIT_USAGE = 2          # bad arguments, missing inventory, ansible-runner not installed

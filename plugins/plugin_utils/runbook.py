@@ -5,9 +5,15 @@ the section for its failure class instead of keeping its own copy. A section sta
 an anchor line `<a id="CODE"></a>` directly above its `## ` heading and runs to the next
 anchored section; `### ` headings inside it are its parts (Symptoms, Confirm, Next steps,
 Escalate).
+
+A procedure the Molecule case `runbook_drill` runs (molecule/ee/tasks/runbook_drill.yml) is a
+fenced ```sh block right after a marker line `<!-- drill: NAME -->`; `drill_blocks` reads them,
+and `python3 runbook.py RUNBOOK NAME` prints one, failing when the runbook has no such block,
+so the test runs what the runbook says.
 """
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 
 RUNBOOK_RELPATH = os.path.join("docs", "runbook.md")
@@ -15,6 +21,7 @@ RUNBOOK_RELPATH = os.path.join("docs", "runbook.md")
 _ANCHOR = re.compile(r'^<a id="([A-Za-z0-9_\-]+)"></a>\s*$')
 _H2 = re.compile(r"^##\s+(.+?)\s*$")
 _H3 = re.compile(r"^###\s+(.+?)\s*$")
+_DRILL = re.compile(r"^[ \t]*<!-- drill: ([a-z0-9][a-z0-9_-]*) -->[ \t]*\n[ \t]*```sh[ \t]*\n(.*?)^[ \t]*```[ \t]*$", re.M | re.S)
 
 
 @dataclass(frozen=True)
@@ -84,3 +91,36 @@ def default_runbook_path():
     """docs/runbook.md of the collection this file belongs to (plugins/plugin_utils/..)."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     return os.path.join(root, RUNBOOK_RELPATH)
+
+
+def drill_blocks(text):
+    """{name: shell text} of every block marked `<!-- drill: NAME -->` (the line right above
+    a ```sh fence); the text is dedented as the list item it sits in indents it."""
+    blocks = {}
+    for m in _DRILL.finditer(text):
+        name, body = m.group(1), m.group(2)
+        if name in blocks:
+            raise ValueError("docs/runbook.md marks two blocks 'drill: %s'" % name)
+        lines = body.splitlines()
+        indent = min((len(line) - len(line.lstrip()) for line in lines if line.strip()), default=0)
+        blocks[name] = "\n".join(line[indent:] for line in lines) + "\n"
+    return blocks
+
+
+def main(argv):
+    """`runbook.py RUNBOOK NAME`: print the block marked `drill: NAME`; exit 1 without one."""
+    if len(argv) != 2:
+        sys.stderr.write("usage: runbook.py RUNBOOK NAME\n")
+        return 2
+    with open(argv[0], encoding="utf-8") as f:
+        blocks = drill_blocks(f.read())
+    if argv[1] not in blocks:
+        sys.stderr.write("%s has no block marked '<!-- drill: %s -->' before a ```sh fence (it marks: %s)\n"
+                         % (argv[0], argv[1], ", ".join(sorted(blocks)) or "none"))
+        return 1
+    sys.stdout.write(blocks[argv[1]])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

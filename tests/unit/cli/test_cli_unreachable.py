@@ -1,5 +1,5 @@
 """The real playbooks against a host whose SSH port (31399) is closed: `bin/sglang-ops status`
-and `restart` exit 4 (docs/runbook.md#cli), and so does `ansible-playbook restart.yml`,
+and `restart` exit 4 (docs/architecture.md#cli), and so does `ansible-playbook restart.yml`,
 because the restart action reports the host unreachable, not failed."""
 import os
 import subprocess
