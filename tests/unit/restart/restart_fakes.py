@@ -1,6 +1,7 @@
 """A scripted host, probe, detector and clock for driving the restart procedure without Ansible."""
 import random
 
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host import systemd_unit
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector import Assessment
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.retry_policy import Backoff
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils import systemctl_verbs
@@ -151,6 +152,22 @@ class FakeHost:
             self.events.append("sigkill")
             return 0, "", ""
         return 0, "output of: %s\n" % cmd.splitlines()[0][:60], ""
+
+
+# Option values that the supervised-unit tests give RestartOptions as its defaults.
+SUPERVISED_OPTION_DEFAULTS = {"detector": {}, "max_attempts": 3, "backoff_base_s": 10.0, "backoff_max_s": 120.0,
+                              "stop_timeout_s": 330.0, "failed_stop_timeout_s": 20.0, "release_timeout_s": 120.0,
+                              "gpu_idle_mib": 1024, "kill_orphans": False, "poll_s": 5.0}
+
+
+class SupervisedHost(FakeHost):
+    """A host whose unit runs under sglang-ops' supervisor (its ExecStart says so)."""
+
+    def _unit_state(self):
+        state = super()._unit_state()
+        state["exec_start"] = "{ argv[]=/usr/bin/python3 -I /usr/lib/sglang-ops/%s --settings x -- y ; }" % (
+            systemd_unit.SUPERVISOR_MARK)
+        return state
 
 
 class FakeProbe:

@@ -6,25 +6,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.host import systemd_unit
 from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart_procedure import RestartOptions
 
 from ansible_collections.sglang_ops.serving.tests.unit.restart.restart_fakes import (
-    FakeHost, ScriptedDetector, holder, make_procedure, progressing)
+    SUPERVISED_OPTION_DEFAULTS, FakeHost, ScriptedDetector, SupervisedHost, holder, make_procedure, progressing)
 
 ROOT = Path(__file__).resolve().parents[3]
-DEFAULTS = {"detector": {}, "max_attempts": 3, "backoff_base_s": 10.0, "backoff_max_s": 120.0,
-            "stop_timeout_s": 330.0, "failed_stop_timeout_s": 20.0, "release_timeout_s": 120.0,
-            "gpu_idle_mib": 1024, "kill_orphans": False, "poll_s": 5.0}
-
-
-class SupervisedHost(FakeHost):
-    def _unit_state(self):
-        state = super()._unit_state()
-        state["exec_start"] = "{ argv[]=/usr/bin/python3 -I /usr/lib/sglang-ops/%s --settings x -- y ; }" % (
-            systemd_unit.SUPERVISOR_MARK)
-        return state
 
 
 def _procedure(tmp_path, host, **changed):
@@ -38,9 +26,9 @@ def _procedure(tmp_path, host, **changed):
         return ScriptedDetector([progressing()])
 
     proc, host, *dummy = make_procedure(tmp_path, [], host=host, detector=new_detector)
-    proc.args.update(DEFAULTS, **changed)
+    proc.args.update(SUPERVISED_OPTION_DEFAULTS, **changed)
     proc.options = RestartOptions(proc.args, DetectorSettings().with_overrides(proc.args["detector"]),
-                                  proc.options.backoff, new_detector=new_detector, defaults=DEFAULTS)
+                                  proc.options.backoff, new_detector=new_detector, defaults=SUPERVISED_OPTION_DEFAULTS)
     return proc, host, made_with
 
 

@@ -4,40 +4,28 @@ supervisor decides instead (detector, max_attempts, backoff, stop timeouts) are 
 naming each and the role variable that does the same."""
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.host import systemd_unit
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart_procedure import (
     RemoteStepFailed, RestartOptions, supervised_option_problem)
 
-from ansible_collections.sglang_ops.serving.tests.unit.restart.restart_fakes import FakeHost, holder, make_procedure
-
-DEFAULTS = {"detector": {}, "max_attempts": 3, "backoff_base_s": 10.0, "backoff_max_s": 120.0,
-            "stop_timeout_s": 330.0, "failed_stop_timeout_s": 20.0, "release_timeout_s": 120.0,
-            "gpu_idle_mib": 1024, "kill_orphans": False, "poll_s": 5.0}
-
-
-class SupervisedHost(FakeHost):
-    def _unit_state(self):
-        state = super()._unit_state()
-        state["exec_start"] = "{ argv[]=/usr/bin/python3 -I /usr/lib/sglang-ops/%s --settings x -- y ; }" % (
-            systemd_unit.SUPERVISOR_MARK)
-        return state
+from ansible_collections.sglang_ops.serving.tests.unit.restart.restart_fakes import (
+    SUPERVISED_OPTION_DEFAULTS, SupervisedHost, holder, make_procedure)
 
 
 def _supervised(tmp_path, holders=(), **changed):
     """A procedure on a supervised host whose options are the module's defaults but changed."""
     proc, host, *dummy = make_procedure(tmp_path, [], host=SupervisedHost(holders=holders))
-    proc.args.update(DEFAULTS, **changed)
-    proc.options = RestartOptions(proc.args, proc.options.settings, proc.options.backoff, defaults=DEFAULTS)
+    proc.args.update(SUPERVISED_OPTION_DEFAULTS, **changed)
+    proc.options = RestartOptions(proc.args, proc.options.settings, proc.options.backoff, defaults=SUPERVISED_OPTION_DEFAULTS)
     return proc, host
 
 
 def test_options_left_at_their_defaults_are_not_refused():
-    assert supervised_option_problem(RestartOptions(dict(DEFAULTS), None, None, defaults=DEFAULTS)) is None
+    assert supervised_option_problem(RestartOptions(dict(SUPERVISED_OPTION_DEFAULTS), None, None, defaults=SUPERVISED_OPTION_DEFAULTS)) is None
 
 
 def test_each_ignored_option_is_named_with_the_role_variable_that_does_it():
-    args = dict(DEFAULTS, detector={"stall_idle_window_s": 40}, max_attempts=2)
-    words = supervised_option_problem(RestartOptions(args, None, None, defaults=DEFAULTS))
+    args = dict(SUPERVISED_OPTION_DEFAULTS, detector={"stall_idle_window_s": 40}, max_attempts=2)
+    words = supervised_option_problem(RestartOptions(args, None, None, defaults=SUPERVISED_OPTION_DEFAULTS))
     assert "detector" in words and "sglang_service_supervisor_detector" in words
     assert "max_attempts" in words and "sglang_service_start_limit_burst" in words
     assert "backoff_base_s" not in words
