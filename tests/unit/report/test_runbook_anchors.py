@@ -19,6 +19,7 @@ from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_model 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 RUNBOOK = os.path.join(ROOT, "docs", "runbook.md")
 RULES = os.path.join(ROOT, "monitoring", "sglang-ops.rules.yml")
+DRILL = os.path.join(ROOT, "molecule", "ee", "tasks", "runbook_drill.yml")
 _LINK = re.compile(r"runbook\.md#([A-Za-z0-9_.-]+)")
 
 
@@ -114,6 +115,16 @@ def test_every_runbook_link_in_the_tree_resolves():
 def test_a_broken_link_is_caught():
     assert "no-such-section" not in anchors(_runbook())
     assert "stop-the-automation" in anchors(_runbook())
+
+
+def test_every_procedure_the_drill_runs_is_a_marked_block_of_the_runbook():
+    with open(DRILL, encoding="utf-8") as fh:
+        names = set(re.findall(r"drill_name: ([a-z0-9-]+)", fh.read()))
+    assert {"hold", "release", "api-key-change", "start-limit-reset", "held-verdict", "fix-once"} <= names
+    blocks = runbook_mod.drill_blocks(_runbook())
+    assert names - set(blocks) == set()
+    assert blocks["start-limit-reset"].startswith("systemctl reset-failed sglang-k26-ddtree")
+    assert all(text.strip() for text in blocks.values())
 
 
 def test_drill_blocks_are_read_after_their_marker_and_dedented():
