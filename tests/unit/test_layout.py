@@ -109,7 +109,6 @@ def test_detector_overrides_become_settings_in_one_place():
     assert _definitions(r"^def from_overrides\(") == ["plugins/module_utils/model/detector_settings.py"]
 
 
-
 def test_a_number_out_of_range_is_said_one_way():
     """One range checker (module_utils/model/number_range.py) for the action's options, the
     detector settings and the supervisor's settings file."""

@@ -3,7 +3,7 @@ detector_settings.from_overrides too (tests/unit/test_layout.py checks plugins/)
 import re
 from pathlib import Path
 
-from test_layout import PARSED_ELSEWHERE
+from ansible_collections.sglang_ops.serving.tests.unit.test_layout import PARSED_ELSEWHERE
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -361,7 +361,7 @@ def test_without_nvidia_smi_and_no_daemon_the_engine_waits_a_bounded_time_and_sa
                  timeout=20, what="the wait in the start record")
     reason = run.record()["reason"]
     assert "the unit's GPUs are not known" in reason and "no start recorded" in reason
-    run.wait_for(lambda: run.server_pids(), timeout=30, what="the engine started")
+    run.wait_for(run.server_pids, timeout=30, what="the engine started")
     assert "starts without the weight cache daemon after" in run.output()
     assert run.record()["restart_kind"] == "cold"
     run.wait_for(lambda: run.notify.values("READY"), timeout=90, what="READY=1")
@@ -372,6 +372,6 @@ def test_without_nvidia_smi_the_engine_goes_when_the_daemons_supervisor_says_rea
     _daemon_start(tmp_path / "starts-weights", "ready", 12)     # this test process plays its supervisor
     run = supervise(settings={"weight_cache_ready_template": ready_t, "start_timeout_s": 1800,
                               "nvidia_smi": str(tmp_path / "no-nvidia-smi")})
-    run.wait_for(lambda: run.server_pids(), timeout=20, what="the engine started")
+    run.wait_for(run.server_pids, timeout=20, what="the engine started")
     assert "supervisor says ready" in run.output()
     assert run.record()["restart_kind"] == "warm"
