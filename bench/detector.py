@@ -21,13 +21,13 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "collections")]
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector import Detector  # noqa: E402
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings  # noqa: E402
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector import Detector  # noqa: E402
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector_settings import DetectorSettings  # noqa: E402
 from bench.scoring import judge as judging  # noqa: E402
 from bench.scoring.baselines import watch  # noqa: E402
 from bench.scoring.label import Label  # noqa: E402
 from bench.scoring.runs import recorded_runs  # noqa: E402
-from sglang_ops_cli.commands.replay import replay  # noqa: E402
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared.replay import replay  # noqa: E402
 
 MIN_OBS_PER_S = 10000
 TRACE_DIRS = tuple(os.path.join(ROOT, "tests", "traces", *sub) for sub in ((), ("corpus",), ("real",)))

@@ -45,11 +45,11 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "collections")]
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector import Detector  # noqa: E402
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings  # noqa: E402
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector import Detector  # noqa: E402
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector_settings import DetectorSettings  # noqa: E402
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.eta import (  # noqa: E402
     LONGEST_FACTOR, MIN_PHASE_BYTES, EtaEstimator, LoadConditions)
-from sglang_ops_cli.commands.replay import EtaReplay  # noqa: E402
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared.replay import EtaReplay  # noqa: E402
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.start_history import record_from_trace  # noqa: E402
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import read_trace  # noqa: E402
 

@@ -3,7 +3,7 @@
 # ansible.builtin.reboot the run stays on the controller and drives small remote steps
 # (shell snippets and sglang_probe calls). This file checks the options, takes the
 # artifacts folder, the host lock and, for one node of a server, the nodes' meeting
-# point, then hands the run to plugin_utils/restart_procedure.py: RestartProcedure.restart
+# point, then hands the run to plugin_utils/restart/restart_procedure.py: RestartProcedure.restart
 # (preflight, stop, start, watch, decide; on a supervised unit one restart followed), or
 # in check mode RestartProcedure.observe_once (the same preflight decisions, one
 # observation, what a restart would do).
@@ -17,17 +17,17 @@ from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils import retry_policy
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart import retry_policy
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services import start_watch
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import from_overrides
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.number_range import range_problem
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector_settings import from_overrides
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.number_range import range_problem
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host import service_defaults
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host.systemd_unit import check_unit_name
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils import (
-    host_lock, prewarm_step, remote_host_port, server_sync)
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import RunArtifacts, iso_utc
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart_procedure import (
-    RemoteStepFailed, RestartOptions, RestartProcedure, RunInterrupted, default_artifacts_root, interruptible)
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart import host_lock, prewarm_step, server_sync
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared import remote_host_port
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared.artifacts import RunArtifacts, default_artifacts_root, iso_utc
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart.restart_procedure import (
+    RemoteStepFailed, RestartOptions, RestartProcedure, RunInterrupted, interruptible)
 
 display = Display()
 

@@ -2,7 +2,7 @@
 # Documented in the .yml files beside this one.
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils import systemd_quoting
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared import systemd_quoting
 
 
 def _guarded(function):

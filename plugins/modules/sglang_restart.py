@@ -310,7 +310,7 @@ phase:
   returned: always
   type: str
 reason_code:
-  description: Failure class code (plugins/module_utils/model/failure_classes.py), or ready.
+  description: Failure class code (plugins/module_utils/domain/failure_classes.py), or ready.
   returned: always
   type: str
 reason:

@@ -76,7 +76,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model import weight_cache
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import weight_cache
 
 # Run by the venv's Python (-I): its SGLang's own predicate and allowlist, as JSON.
 _ASK_SGLANG = (

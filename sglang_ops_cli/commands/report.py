@@ -26,7 +26,7 @@ def _report_module():
     collections = os.path.join(ROOT, "collections")
     if collections not in sys.path:
         sys.path.insert(0, collections)
-    from ansible_collections.sglang_ops.serving.plugins.plugin_utils import incident_report
+    from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report import incident_report
     return incident_report
 
 

@@ -6,7 +6,7 @@ host is not (or is drained in the load balancer, sglang_lb), 1 on a failed task,
 import os
 import sys
 
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import newest_report
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared.artifacts import newest_report, run_artifacts_root
 from sglang_ops_cli import playbook_command
 from sglang_ops_cli.playbook_run import ROOT
 
@@ -21,13 +21,9 @@ def add_arguments(parser):
 
 
 def artifacts_root(host, outcome):
-    """Where the restart action keeps the host's runs: the parent of the host folder of the run
-    folder status.yml just wrote (<root>/<host>/<stamp>, so sglang_restart_artifacts_dir from
-    the inventory or -e counts), else the default artifacts/."""
-    run_dir = outcome.artifacts.get(host)
-    if run_dir and os.path.basename(os.path.dirname(run_dir)) == host:
-        return os.path.dirname(os.path.dirname(run_dir))
-    return ARTIFACTS
+    """Where the restart action keeps the host's runs, read from the run folder status.yml
+    just wrote; the default artifacts/ else."""
+    return run_artifacts_root(host, outcome.artifacts.get(host), ARTIFACTS)
 
 
 def report_lines(hosts, root=ARTIFACTS):

@@ -1,4 +1,4 @@
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model import failure_classes as fc
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import failure_classes as fc
 
 import pytest
 
@@ -52,7 +52,7 @@ def test_the_runbook_carries_the_exit_status_table_rendered_from_the_classes():
 
 def test_the_classes_that_implicate_the_weights_or_the_gpus_are_pinned():
     # A warm restart re-attaches to the weight cache daemon's copy on the GPUs: these
-    # classes make the next restart cold (model/weight_cache.py).
+    # classes make the next restart cold (domain/weight_cache.py).
     assert fc.weight_implicating_codes() == [
         "fatal_checkpoint", "fatal_nccl", "fatal_packing", "fatal_watchdog", "gpu_not_released",
         "stall_spin", "weight_cache_daemon_died"]

@@ -15,7 +15,7 @@ PLUGINS = ROOT / "plugins"
 MODULE_UTILS = PLUGINS / "module_utils"
 PREFIX = "ansible_collections.sglang_ops.serving.plugins."
 # The subpackages of module_utils, each importing only those before it (docs/architecture.md).
-LAYERS = ["model", "records", "host", "services"]
+LAYERS = ["domain", "records", "host", "services"]
 # start_outlook.py: the ETA and metrics file a host watcher updates every poll
 # (docs/metrics.md), on the target like the watch itself.
 ON_HOST_ENTRY_POINTS = sorted((PLUGINS / "modules").glob("*.py")) + [
@@ -105,27 +105,102 @@ PARSED_ELSEWHERE = r"\.with_overrides\(|DetectorSettings\(\s*\*\*|dataclasses\.r
 def test_detector_overrides_become_settings_in_one_place():
     """Every caller (the action, the supervisor's settings, the supervisor, the restart
     procedure, the incident report) turns overrides into DetectorSettings with from_overrides."""
-    assert _definitions(PARSED_ELSEWHERE) == ["plugins/module_utils/model/detector_settings.py"]
-    assert _definitions(r"^def from_overrides\(") == ["plugins/module_utils/model/detector_settings.py"]
+    assert _definitions(PARSED_ELSEWHERE) == ["plugins/module_utils/domain/detector_settings.py"]
+    assert _definitions(r"^def from_overrides\(") == ["plugins/module_utils/domain/detector_settings.py"]
 
 
 def test_a_number_out_of_range_is_said_one_way():
-    """One range checker (module_utils/model/number_range.py) for the action's options, the
+    """One range checker (module_utils/domain/number_range.py) for the action's options, the
     detector settings and the supervisor's settings file."""
     assert _definitions(r"and at most %|\"at least\"|\"greater than\"|must be %s %") == [
-        "plugins/module_utils/model/number_range.py"]
+        "plugins/module_utils/domain/number_range.py"]
 
 
 def test_each_vocabulary_has_one_definition():
-    assert _definitions(r"^FINAL_VERDICTS\s*=") == ["plugins/module_utils/model/failure_classes.py"]
-    assert _definitions(r"^VERDICTS\s*=") == ["plugins/module_utils/model/failure_classes.py"]
-    assert _definitions(r"^\s*def \w*duration\w*\((?!self)") == ["plugins/module_utils/model/durations.py"]
+    assert _definitions(r"^FINAL_VERDICTS\s*=") == ["plugins/module_utils/domain/failure_classes.py"]
+    assert _definitions(r"^VERDICTS\s*=") == ["plugins/module_utils/domain/failure_classes.py"]
+    assert _definitions(r"^\s*def \w*duration\w*\((?!self)") == ["plugins/module_utils/domain/durations.py"]
     # and no formatter under another name: one value reads the same everywhere ('1h15m', never '75m00s')
-    assert _definitions(r"%dm%02ds|%dh%02dm") == ["plugins/module_utils/model/durations.py"]
-    assert _definitions(r"(=|compile\()\s*r?\"Main process exited") == ["plugins/module_utils/model/sglang_dialect.py"]
-    assert _definitions(r"\(\"checkpoint shards\"") == ["plugins/module_utils/model/sglang_dialect.py"]
-    assert _definitions(r"\[DTPE\]P|\[TDPE\]P") == ["plugins/module_utils/model/sglang_dialect.py"]
-    assert _definitions(r"sglang::scheduler_") == ["plugins/module_utils/model/sglang_dialect.py"]
+    assert _definitions(r"%dm%02ds|%dh%02dm") == ["plugins/module_utils/domain/durations.py"]
+    assert _definitions(r"(=|compile\()\s*r?\"Main process exited") == ["plugins/module_utils/domain/sglang_dialect.py"]
+    assert _definitions(r"\(\"checkpoint shards\"") == ["plugins/module_utils/domain/sglang_dialect.py"]
+    assert _definitions(r"\[DTPE\]P|\[TDPE\]P") == ["plugins/module_utils/domain/sglang_dialect.py"]
+    assert _definitions(r"sglang::scheduler_") == ["plugins/module_utils/domain/sglang_dialect.py"]
     assert _definitions(r"\"sglang-trace/1\"") == ["plugins/module_utils/records/trace_format.py"]
     assert _definitions(r"^\s*def read_trace\(") == ["plugins/module_utils/records/trace_format.py"]
     assert _definitions(r"^class \w*TraceWriter") == ["plugins/module_utils/records/trace_format.py"]
+
+
+PLUGIN_UTILS = PLUGINS / "plugin_utils"
+# The subpackages of plugin_utils (controller only), each importing only those before it:
+# shared helpers, the incident report, the restart (which writes reports).
+CONTROLLER_LAYERS = ["shared", "report", "restart"]
+
+
+def _plugin_utils_files():
+    return sorted(p for p in PLUGIN_UTILS.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def test_plugin_utils_files_all_live_in_a_layer():
+    assert {p.relative_to(PLUGIN_UTILS).parts[0] for p in _plugin_utils_files()} == set(CONTROLLER_LAYERS)
+    assert all(len(p.relative_to(PLUGIN_UTILS).parts) == 2 for p in _plugin_utils_files())
+
+
+def test_plugin_utils_layers_import_one_way():
+    upward = []
+    for path in _plugin_utils_files():
+        layer = CONTROLLER_LAYERS.index(path.relative_to(PLUGIN_UTILS).parts[0])
+        for kind, name in _collection_imports(path):
+            if kind == "plugin_utils" and CONTROLLER_LAYERS.index(name.split("/")[0]) > layer:
+                upward.append("%s imports %s" % (path.relative_to(PLUGIN_UTILS), name))
+            if kind in ("action", "filter", "modules"):
+                upward.append("%s imports %s/%s" % (path.relative_to(PLUGIN_UTILS), kind, name))
+    assert upward == []
+
+
+# A reader holds a class or a function in mind at once: these are the most lines either may
+# span in plugins/ (docstrings included).
+CLASS_LINES = 300
+FUNCTION_LINES = 60
+
+
+def _too_long():
+    found = []
+    for path in sorted(PLUGINS.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            limit = (CLASS_LINES if isinstance(node, ast.ClassDef) else
+                     FUNCTION_LINES if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else None)
+            if limit is not None and node.end_lineno - node.lineno + 1 > limit:
+                found.append("%s:%d %s (%d lines)" % (
+                    path.relative_to(ROOT), node.lineno, node.name, node.end_lineno - node.lineno + 1))
+    return found
+
+
+def test_no_class_or_function_in_plugins_is_longer_than_a_reader_holds():
+    assert _too_long() == []
+
+
+def test_each_file_name_in_plugins_is_used_once():
+    """A name says which file it is: the action plugin and the module it runs share theirs, as
+    Ansible requires; no other two files of plugins/ do."""
+    names = {}
+    for path in PLUGINS.rglob("*.py"):
+        if "__pycache__" not in path.parts:
+            names.setdefault(path.name, []).append(str(path.relative_to(PLUGINS)))
+    shared = {name: sorted(paths) for name, paths in names.items() if len(paths) > 1}
+    action_and_module = {p.name for p in (PLUGINS / "action").glob("*.py")} & {p.name for p in (PLUGINS / "modules").glob("*.py")}
+    assert {name: paths for name, paths in shared.items()
+            if not (name in action_and_module and len(paths) == 2)} == {}
+
+
+def test_the_replay_lives_in_plugins_for_the_cli_and_bench():
+    assert _definitions(r"^def replay\(") == ["plugins/plugin_utils/shared/replay.py"]
+    checkout_tools = [p for folder in ("bench", "sglang_ops_cli") for p in (ROOT / folder).rglob("*.py")]
+    from_cli = [str(p.relative_to(ROOT)) for p in checkout_tools if folder_imports_cli(p)]
+    assert from_cli == []
+
+
+def folder_imports_cli(path):
+    """A bench/ file importing the CLI's modules (the CLI itself may)."""
+    return "bench" in path.relative_to(ROOT).parts[:1] and re.search(
+        r"^\s*(from|import)\s+sglang_ops_cli\b", path.read_text(encoding="utf-8"), re.M) is not None

@@ -6,7 +6,7 @@ are still read. Secrets are redacted before anything leaves the host."""
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host import cgroup, nvidia_smi, pyspy
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model import sglang_dialect
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import sglang_dialect
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host.bounded_run import bounded_run, find_executable
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.redaction import redact
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host.systemd_unit import service_name

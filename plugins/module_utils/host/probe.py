@@ -23,7 +23,7 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.host import (
     pyspy,
     systemd_unit,
 )
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model import sglang_dialect, weight_cache
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import sglang_dialect, weight_cache
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records import prometheus_text, start_records
 
 
@@ -40,7 +40,7 @@ class ProbeRequest:
     """The probe's options, defined once: the sglang_probe module's argument spec is
     generated from these fields (argument_spec()), its DOCUMENTATION is checked against
     them (tests/unit/probe/test_probe_options.py), and the controller names them
-    (plugin_utils/remote_host_port.py)."""
+    (plugin_utils/shared/remote_host_port.py)."""
     unit: object = _option()                        # systemd unit name, or
     pid: object = _option(type="int")               # a bare PID (its process tree is the service)
     cursor: object = _option()                      # journal cursor (or log-file offset) from the last call

@@ -1,13 +1,13 @@
 """Whether the weight cache daemon is healthy on this host: every GPU the unit uses has
 its ready file, and the pid each file names is a live process (SGLang's own test:
 sglang/srt/weight_cache/protocol.py). The file's format and path are
-model/weight_cache.py; this module reads the files and /proc.
+domain/weight_cache.py; this module reads the files and /proc.
 """
 import os
 from dataclasses import dataclass, field
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host import nvidia_smi, procfs
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model import weight_cache
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import weight_cache
 
 _DEAD_STATES = ("Z", "X")   # a zombie holds no GPU memory and serves nothing
 _READY_FILE_MAX_BYTES = 64 * 1024

@@ -43,9 +43,9 @@ Standard library only: this runs on the host.
 import statistics
 from dataclasses import dataclass
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.durations import fmt_duration
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.phases import PHASES
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.weight_cache import RESTART_KINDS
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.durations import fmt_duration
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.phases import PHASES
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.weight_cache import RESTART_KINDS
 
 SLOWER_THAN_USUAL = 1.5          # a phase that took this many times its usual duration
 MIN_RATE_S = 20.0                # a rate measured over less time than this is noise

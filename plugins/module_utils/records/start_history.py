@@ -18,10 +18,10 @@ library only: this runs on the host too.
 import glob
 import os
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector import Detector
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.phases import phase_rank
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.sglang_dialect import model_path_of
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector import Detector
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector_settings import DetectorSettings
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.phases import phase_rank
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.sglang_dialect import model_path_of
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records import safe_files, start_records
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import TraceFormatError, read_trace
 

@@ -14,8 +14,8 @@ import re
 import tempfile
 import time
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.failure_classes import FAILURE_CLASSES, FINAL_VERDICTS, VERDICTS
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.phases import PHASES
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.failure_classes import FAILURE_CLASSES, FINAL_VERDICTS, VERDICTS
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.phases import PHASES
 
 OUTCOMES = ("ready", "gave_up", "interrupted")
 FILE_SUFFIX = ".prom"
@@ -261,7 +261,7 @@ def _exposition(samples):
 
 
 def render_delivery_budget(unit, budget, host=None, clock=time.time):
-    """budget_file_name's text: the weight cache daemon's delivery budget (model/weight_cache's
+    """budget_file_name's text: the weight cache daemon's delivery budget (domain/weight_cache's
     DeliveryBudget) read after a ready start of `unit`, labelled unit and host."""
     labels = {"unit": unit}
     if host:

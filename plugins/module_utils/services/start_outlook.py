@@ -13,13 +13,14 @@ way; on the host, one call per poll is all the watch loop needs:
 `write(name, text)` puts the metrics file where node_exporter reads it; a write that
 fails is reported once through `warn` and never stops the watch. Standard library only.
 """
+import os
 import dataclasses
 import time
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.eta import EtaEstimator, LoadConditions, slower_than_usual
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host.compile_cache_warmth import compile_cache_warmth
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host.prewarm_reader import model_residency
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.phases import phase_rank
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.phases import phase_rank
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.start_history import (
     HISTORY_LIMIT, SUPERVISOR_STARTS_DIR, load_history, model_of, supervisor_traces)
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.start_metrics import (
@@ -224,3 +225,15 @@ class StartOutlook:
             if not self._write_failed and self.warn is not None:
                 self.warn("metrics file not written: %s" % exc)
             self._write_failed = True
+
+
+def start_time_to_ready(record, starts):
+    """run.json's time_to_ready for one supervised start: against the ready starts among
+    `starts` (records, any order) that began before it."""
+    name = os.path.basename(record.get("dir") or "")
+    history = [{"outcome": "ready", "ready_after_s": s.get("ready_after_s"), "phases": record_phases(s)}
+               for s in sorted(starts, key=lambda s: os.path.basename(s.get("dir") or ""))
+               if s.get("verdict") == "ready" and s.get("ready_after_s") is not None
+               and os.path.basename(s.get("dir") or "") < name]
+    ready_after_s = record.get("ready_after_s") if record.get("verdict") == "ready" else None
+    return time_to_ready(record_phases(record), history, ready_after_s)

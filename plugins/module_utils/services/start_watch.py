@@ -3,19 +3,19 @@ write each observation with its assessment into the trace, stop at a final verdi
 
 It runs wherever the probe can be called: the host comes in as one HostPort (below).
 The restart action drives it from the controller over Ansible's connection
-(plugin_utils/remote_host_port.py, RemoteHostPort), the unit's supervisor on the host
+(plugin_utils/shared/remote_host_port.py, RemoteHostPort), the unit's supervisor on the host
 itself (module_utils/services/supervisor.py, _HostPort), unit tests with a scripted host and a
 fake clock. tests/unit/probe/test_host_port.py checks that both conform.
 """
 import dataclasses
 import typing
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector import Assessment, Detector
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.failure_classes import (
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector import Assessment, Detector
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector_settings import DetectorSettings
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.failure_classes import (
     FINAL_VERDICTS, PROBE_ERROR, READY_PENDING)
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services.observe_only import words as observe_only_words
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.progress_line import SEP, progress_line
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.progress_line import SEP, progress_line
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import (
     TraceWriter, relative_observation, trace_header)
 

@@ -40,16 +40,16 @@ import threading
 import time
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host import bounded_run, http_check, nvidia_smi, procfs, pyspy, systemd_unit
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model import failure_classes, log_lines, sglang_dialect, weight_cache
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import failure_classes, log_lines, sglang_dialect, weight_cache
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records import start_records
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services import (
     log_filter, log_pump, observe_only, sd_notify, weight_cache_watch, work_counters)
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector import Detector
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.durations import fmt_duration
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import from_overrides
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.failure_classes import class_of_exit_code, exit_code
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector import Detector
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.durations import fmt_duration
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector_settings import from_overrides
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.failure_classes import class_of_exit_code, exit_code
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host.probe import ProbeRequest, probe
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.progress_line import SEP, progress_line
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.progress_line import SEP, progress_line
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services.start_outlook import StartOutlook
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services.start_watch import (
     TraceTarget, WatchOptions, completion_ok, watch_start)

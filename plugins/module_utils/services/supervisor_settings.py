@@ -13,9 +13,9 @@ from dataclasses import dataclass, field, fields
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host import service_defaults
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records import safe_files, start_records
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model import weight_cache
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import from_overrides
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.number_range import range_words
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import weight_cache
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector_settings import from_overrides
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.number_range import range_words
 
 _NOTHING = object()
 # The role writes a few KiB; a file over this is refused unread.

@@ -32,7 +32,7 @@ import time
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records import start_records
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host.systemd_unit import hold_path
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.failure_classes import class_of_exit_code
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.failure_classes import class_of_exit_code
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.start_metrics import (
     StartMetrics, file_name, write_textfile)
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services.start_outlook import record_phases

@@ -1,9 +1,9 @@
-"""The supervisor's side of SGLang's weight cache daemon (model/weight_cache.py): which
+"""The supervisor's side of SGLang's weight cache daemon (domain/weight_cache.py): which
 GPUs the unit uses, whether every one has a live daemon (host/weight_cache_state.py),
 that state as the observation's `weight_cache` field, and what an engine decides before
-it starts, as the restart playbook does (plugin_utils/weight_cache_step.py):
+it starts, as the restart playbook does (plugin_utils/restart/weight_cache_step.py):
 
-- warm or cold: model/weight_cache.cold_reason over the engine's previous start (a warm
+- warm or cold: domain/weight_cache.cold_reason over the engine's previous start (a warm
   start that failed, one whose class implicates the weights, a fallback to disk) makes
   this start cold; a daemon loaded before that start ended is stopped so that its own
   supervisor and systemd load the weights again (cold_decision, daemon_pids_to_stop);
@@ -20,7 +20,7 @@ import os
 import stat
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host import cgroup, procfs, weight_cache_state
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model import weight_cache
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import weight_cache
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records import start_records
 
 # An engine with no start timeout of its own waits this long for its daemon at most: the

@@ -6,7 +6,7 @@ import shutil
 import subprocess
 import sys
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector_settings import DetectorSettings
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services.start_watch import (
     TraceTarget, WatchOptions, watch_start)
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import read_trace

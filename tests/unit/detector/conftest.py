@@ -1,8 +1,8 @@
 """Builders for observations in the trace format, so each test states only what matters."""
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector import Detector
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector import Detector
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector_settings import DetectorSettings
 
 
 class Start:

@@ -1,6 +1,6 @@
 """Rule 2's units: bursts above a GPU's own noise, children coming and going, stacks that
 change, a frozen CPU clock."""
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.life_signs import (
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.life_signs import (
     FrozenClock, GpuBursts, children_changed, stacks_changed)
 
 
@@ -69,7 +69,7 @@ def test_a_floor_that_moved_for_good_stops_counting_as_bursts():
 
 
 def test_a_cpu_burst_stands_out_from_the_trickle_and_a_steady_rate_never_does():
-    from ansible_collections.sglang_ops.serving.plugins.module_utils.model.life_signs import CpuBursts
+    from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.life_signs import CpuBursts
     tuning = CpuBursts(min_pct=5, floor_share_pct=33)
     got = [tuning.update(t, r) for t, r in enumerate([0.2, 0.3, 0.2, 0.2, 24.0, 0.2, 0.3, 60.0])]
     assert got == [False] * 4 + [True, False, False, True] and tuning.last_t == 7

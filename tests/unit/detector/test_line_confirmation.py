@@ -1,5 +1,5 @@
 """Rule 1's unit: a lethal-looking line is a hypothesis until an exit or a freeze confirms it."""
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.line_confirmation import (
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.line_confirmation import (
     CONFIRMED_DEAD, CONFIRMED_FROZEN, SURVIVED, LineConfirmation)
 
 

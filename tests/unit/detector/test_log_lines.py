@@ -1,6 +1,6 @@
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model import log_lines
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import log_lines
 
 
 @pytest.mark.parametrize("msg, phase", [

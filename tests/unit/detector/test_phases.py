@@ -1,5 +1,5 @@
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.phases import PhaseModel
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.sglang_dialect import bar_kind
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.phases import PhaseModel
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.sglang_dialect import bar_kind
 
 
 def test_phases_only_move_forward_so_late_rank_lines_cannot_pull_back():

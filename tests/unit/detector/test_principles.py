@@ -1,7 +1,7 @@
 """One test per principle of docs/detector.md ("Principles"), on small synthetic starts."""
 from ansible_collections.sglang_ops.serving.tests.unit.detector.conftest import Start
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector import Detector
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector import Detector
 
 DEAD = {"active": "failed", "sub": "failed", "main_pid": None, "restarts": 0}
 

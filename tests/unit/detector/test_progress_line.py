@@ -1,4 +1,4 @@
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.progress_line import progress_line
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.progress_line import progress_line
 
 
 def _a(**progress):

@@ -2,7 +2,7 @@ import dataclasses
 
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector_settings import DetectorSettings
 
 
 def test_overrides_return_a_changed_copy_and_leave_the_defaults_alone():
@@ -82,7 +82,7 @@ def test_every_default_is_within_its_range():
 
 
 def test_every_numeric_setting_is_range_checked_by_its_unit():
-    from ansible_collections.sglang_ops.serving.plugins.module_utils.model import detector_settings as ds
+    from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import detector_settings as ds
     for f in dataclasses.fields(DetectorSettings):
         value = getattr(DetectorSettings(), f.name)
         if isinstance(value, (int, float)) and not isinstance(value, bool):

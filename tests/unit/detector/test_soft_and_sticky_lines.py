@@ -1,9 +1,9 @@
 """Issue 32: soft and sticky lines (rule 1), the CPU floor (rule 2), a blind watcher (rule 5)."""
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model import log_lines, sticky_lines
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.life_signs import CpuFloor
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.line_confirmation import (
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import log_lines, sticky_lines
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.life_signs import CpuFloor
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.line_confirmation import (
     CONFIRMED_FROZEN, LineConfirmation)
 
 BIND = "ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 30001): address already in use"

@@ -1,8 +1,8 @@
 """Rules 3 and 5 on their own unit: which stall signature holds, for how long, and the
 rule that decided, given what the detector has seen on polls without progress."""
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector import _GpuSample
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.stall_signatures import Silence, StallSignatures
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector import _GpuSample
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector_settings import DetectorSettings
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.stall_signatures import Silence, StallSignatures
 
 POLL_S = 10.0
 PARKED = ("futex_wait (threading.py:320)", "recv (nccl.py:12)", "run (scheduler.py:900)")

@@ -1,4 +1,4 @@
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model import tqdm_frames
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import tqdm_frames
 
 BLOB = "".join("\rLoading safetensors checkpoint shards: %3d%% Completed | %d/64 [00:00<00:40,  1.60it/s]" % (n * 100 // 64, n)
                for n in range(65))

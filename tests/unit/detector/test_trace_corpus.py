@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector_settings import DetectorSettings
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import read_trace
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -16,7 +16,7 @@ CORPUS = sorted(glob.glob(os.path.join(ROOT, "tests", "traces", "corpus", "*.jso
 sys.path[:0] = [ROOT]
 from bench.scoring.judge import judge  # noqa: E402
 from bench.scoring.label import Label  # noqa: E402
-from sglang_ops_cli.commands.replay import replay  # noqa: E402
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared.replay import replay  # noqa: E402
 
 
 def _check(path):

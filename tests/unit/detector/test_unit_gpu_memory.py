@@ -1,7 +1,7 @@
 """A board the start shares with other processes: GPU memory as progress is the memory of the
 start's own processes (gpu_procs), the board's reading only where the observation does not list
 the holders; a board read flat out is no spin of this start while its rank computes on the host."""
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.unit_gpu_memory import UnitGpuMemory
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.unit_gpu_memory import UnitGpuMemory
 
 NEIGHBOUR, RANK = 1205, 4300
 

@@ -1,5 +1,5 @@
 """Each verdict rule of the detector, on small synthetic starts (conftest.Start)."""
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.failure_classes import FAILURE_CLASSES, INTERIM_CODES, VERDICTS
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.failure_classes import FAILURE_CLASSES, INTERIM_CODES, VERDICTS
 
 SPIN_S = 120
 IDLE_S = 120

@@ -9,7 +9,7 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.runbook import parse_runbook
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report.runbook import parse_runbook
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 RULES = os.path.join(ROOT, "monitoring", "sglang-ops.rules.yml")

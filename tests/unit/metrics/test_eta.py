@@ -5,7 +5,7 @@ import pytest
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.eta import (
     MAX_ESTIMATE_S, PAGE_CACHE_LOAD_BPS, EtaEstimator, LoadConditions, slower_than_usual, usual_phase_s, WEIGHT_CACHE_ATTACH_S)
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.progress_line import progress_line
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.progress_line import progress_line
 
 GB = 10**9
 

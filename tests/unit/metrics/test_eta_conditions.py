@@ -70,7 +70,7 @@ def test_conditions_given_by_the_caller_hold_for_every_attempt():
 
 
 def test_the_model_is_named_in_both_families_of_server_args_lines(tmp_path):
-    from ansible_collections.sglang_ops.serving.plugins.module_utils.model.sglang_dialect import model_path_of
+    from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.sglang_dialect import model_path_of
     assert model_path_of("server_args=ServerArgs(model_path='/models/Kimi-K2.6', tp_size=8)") == "/models/Kimi-K2.6"
     assert model_path_of("[2026-12-04 03:02:04] server_args={'model_path': '/models/Kimi-K2.6', 'tp_size': 8}") \
         == "/models/Kimi-K2.6"

@@ -17,7 +17,7 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.services.start_
     StartOutlook, residency_conditions)
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services.start_watch import (
     TraceTarget, WatchOptions, watch_start)
-from sglang_ops_cli.commands.replay import eta_history
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared.replay import eta_history
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 BIN = os.path.join(ROOT, "bin", "sglang-ops")

@@ -89,7 +89,7 @@ def test_a_restart_keeps_its_time_to_ready_against_the_earlier_starts_of_the_hos
 
 
 def test_a_phase_over_one_and_a_half_times_its_usual_time_is_named_in_the_result_and_the_report(tmp_path):
-    from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_report import write_run_report
+    from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report.incident_report import write_run_report
     _artifacts(tmp_path / "artifacts", "gpu-host-1", [("20260101T000000Z", [WARM])])   # weight_load took 40 s
     proc, *_rest = make_procedure(tmp_path, [[progressing()] * 15 + [ready()]])          # here 75 s
     res = proc.restart()

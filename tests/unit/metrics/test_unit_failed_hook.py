@@ -4,7 +4,7 @@ import json
 import os
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services import unit_failed
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.failure_classes import exit_code
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.failure_classes import exit_code
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.start_metrics import StartMetrics
 
 UNIT = "sglang-k26-ddtree"

@@ -1,7 +1,7 @@
 """The prewarm's progress line writes its elapsed time as every other line does (durations.py):
 a long read is '1h15m', as the restart's progress line and the incident report say it."""
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.durations import fmt_duration
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils import prewarm_step
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.durations import fmt_duration
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart import prewarm_step
 
 
 def test_a_long_prewarm_reads_in_hours_and_minutes():

@@ -5,7 +5,7 @@ import pytest
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host import prewarm_reader
 from ansible_collections.sglang_ops.serving.plugins.modules import sglang_prewarm
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils import prewarm_step
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart import prewarm_step
 
 MIB = 2**20
 

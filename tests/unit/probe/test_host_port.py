@@ -6,7 +6,7 @@ import inspect
 import pytest
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services import start_watch, supervisor
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.remote_host_port import RemoteHostPort
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared.remote_host_port import RemoteHostPort
 
 PROTOCOL_METHODS = ("probe", "clock", "sleep", "emit")
 

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host import cgroup, gpu_holders, nvidia_smi, systemd_unit
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model import weight_cache
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import weight_cache
 from ansible_collections.sglang_ops.serving.tests.unit.probe.conftest import data
 
 SERVICE = "sglang-k26-ddtree.service"

@@ -7,7 +7,7 @@ import yaml
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host import probe as probe_mod
 from ansible_collections.sglang_ops.serving.plugins.modules import sglang_probe
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils import remote_host_port
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared import remote_host_port
 
 DOC_OPTIONS = yaml.safe_load(sglang_probe.DOCUMENTATION)["options"]
 SPEC = probe_mod.argument_spec()

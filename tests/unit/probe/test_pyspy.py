@@ -7,7 +7,7 @@ import time
 import pytest
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host import pyspy
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model import sglang_dialect
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import sglang_dialect
 
 DUMP = """Process 7187: python3 -m sglang.launch_server --model-path /m --tp-size 8
 Python v3.11.7 (/usr/bin/python3.11)

@@ -17,7 +17,7 @@ def corpus_trace_paths():
 
 @functools.lru_cache(maxsize=None)
 def runbook_sections():
-    from ansible_collections.sglang_ops.serving.plugins.plugin_utils.runbook import load_runbook
+    from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report.runbook import load_runbook
     return load_runbook(RUNBOOK)
 
 

@@ -9,8 +9,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils import timeline_svg
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_report import write_incident_report
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report import timeline_svg
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report.incident_report import write_incident_report
 from ansible_collections.sglang_ops.serving.tests.unit.report.report_fixtures import HEADER, assessment, obs, write_trace
 
 SVG = "{http://www.w3.org/2000/svg}"

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_report import write_incident_report
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report.incident_report import write_incident_report
 from ansible_collections.sglang_ops.serving.tests.unit.report.report_fixtures import HEADER, assessment, obs, write_trace
 
 STARTED_1, STARTED_2 = 1796000000.0, 1796000200.0   # attempt 2's watch began 200 s after attempt 1's

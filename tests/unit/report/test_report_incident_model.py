@@ -1,5 +1,5 @@
 """The incident model: onset, evidence, summary, next steps, automation, from handmade input."""
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_model import build_incident, fmt_duration
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report.incident_model import build_incident, fmt_duration
 
 from ansible_collections.sglang_ops.serving.tests.unit.report.report_fixtures import HEADER, assessment, obs, packing_failure, runbook_sections
 

@@ -1,6 +1,6 @@
 """When the report says the failure began: from the detector's own evidence first."""
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_evidence import onset
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.trace_signals import LogLine
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report.incident_evidence import onset
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared.trace_signals import LogLine
 
 RUNNING = {"active": "active", "sub": "running", "main_pid": 100}
 GONE = {"active": "activating", "sub": "auto-restart", "main_pid": None}

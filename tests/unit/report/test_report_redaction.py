@@ -5,7 +5,7 @@ import os
 import pytest
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.redaction import REDACTED, redact, redact_tree
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_report import (
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report.incident_report import (
     write_incident_report, write_trace_report)
 
 from ansible_collections.sglang_ops.serving.tests.unit.report.report_fixtures import HEADER, packing_failure, write_trace

@@ -2,7 +2,7 @@
 cold, and why (run.json's restart_kind and restart_kind_reason per attempt)."""
 import json
 
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_report import write_incident_report
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report.incident_report import write_incident_report
 from ansible_collections.sglang_ops.serving.tests.unit.report.report_fixtures import HEADER, assessment, obs, write_trace
 
 

@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_report import (
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report.incident_report import (
     ReportInputError, write_incident_report)
 
 from ansible_collections.sglang_ops.serving.tests.unit.report.report_fixtures import CORPUS_TRACES
@@ -129,7 +129,7 @@ def test_hand_over_while_stopping_after_a_restart_reports_the_stop_problem(run_d
 
 
 def test_runbook_link_is_relative_inside_the_checkout_and_absolute_outside(tmp_path):
-    from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_report import _runbook_href
+    from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report.incident_report import _runbook_href
     root = tmp_path / "checkout"
     (root / "docs").mkdir(parents=True)
     (root / "artifacts" / "h" / "s").mkdir(parents=True)

@@ -3,8 +3,8 @@ import re
 
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.failure_classes import FAILURE_CLASSES
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.runbook import parse_runbook
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.failure_classes import FAILURE_CLASSES
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report.runbook import parse_runbook
 
 from ansible_collections.sglang_ops.serving.tests.unit.report.report_fixtures import RUNBOOK, runbook_sections
 
@@ -22,7 +22,7 @@ def test_every_failure_class_has_a_runbook_section_with_all_parts(code):
 
 
 def test_a_class_added_to_the_table_without_a_section_is_caught(monkeypatch):
-    from ansible_collections.sglang_ops.serving.plugins.module_utils.model import failure_classes as fc
+    from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import failure_classes as fc
     extra = fc.FailureClass("stall_brand_new", "stalled", "new", True, "why")
     monkeypatch.setitem(fc.FAILURE_CLASSES, extra.code, extra)
     missing = [code for code in fc.FAILURE_CLASSES if code not in runbook_sections()]

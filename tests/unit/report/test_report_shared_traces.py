@@ -6,8 +6,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_model import fmt_t
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_report import replay, write_trace_report
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report.incident_model import fmt_t
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report.incident_report import replay, write_trace_report
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import read_trace
 
 from ansible_collections.sglang_ops.serving.tests.unit.report.report_fixtures import corpus_trace_paths, runbook_sections

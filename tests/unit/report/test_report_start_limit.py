@@ -3,7 +3,7 @@ systemd's start limit (supervised) says how to clear it once the cause is fixed;
 exhausted (the playbook's own watch) says to fix the cause first."""
 import json
 
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_report import (
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report.incident_report import (
     write_incident_report, write_trace_report)
 from ansible_collections.sglang_ops.serving.tests.unit.report.report_fixtures import HEADER, assessment, obs, write_trace
 

@@ -1,8 +1,8 @@
 """The chart: valid SVG with every series, phase bands and the verdict marked."""
 import xml.etree.ElementTree as ET
 
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_model import build_incident
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.timeline_svg import chart_end_t, render_svg
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report.incident_model import build_incident
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report.timeline_svg import chart_end_t, render_svg
 
 from ansible_collections.sglang_ops.serving.tests.unit.report.report_fixtures import HEADER, packing_failure
 

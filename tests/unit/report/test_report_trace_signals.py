@@ -1,5 +1,5 @@
 """Series and readable log lines drawn from trace observations."""
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils import trace_signals as ts
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared import trace_signals as ts
 
 from ansible_collections.sglang_ops.serving.tests.unit.report.report_fixtures import obs
 

@@ -12,9 +12,9 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.failure_classes import FAILURE_CLASSES
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils import runbook as runbook_mod
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_model import START_LIMIT_SECTION
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.failure_classes import FAILURE_CLASSES
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report import runbook as runbook_mod
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report.incident_model import START_LIMIT_SECTION
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 RUNBOOK = os.path.join(ROOT, "docs", "runbook.md")

@@ -2,13 +2,13 @@
 import random
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host import systemd_unit
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector import Assessment
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.retry_policy import Backoff
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils import systemctl_verbs
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import RunArtifacts
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.remote_host_port import RemoteHostPort, probe_args
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart_procedure import RestartOptions, RestartProcedure
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector import Assessment
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart.retry_policy import Backoff
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared import systemctl_verbs
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared.artifacts import RunArtifacts
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector_settings import DetectorSettings
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared.remote_host_port import RemoteHostPort, probe_args
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart.restart_procedure import RestartOptions, RestartProcedure
 
 UNIT = "sglang-k26-ddtree"
 VENV = "/opt/sglang/venvs/0.5.23"

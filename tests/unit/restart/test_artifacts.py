@@ -1,8 +1,8 @@
 import json
 import os
 
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import RunArtifacts, utc_stamp
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart_procedure import default_artifacts_root
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared.artifacts import RunArtifacts, utc_stamp
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared.artifacts import default_artifacts_root
 
 EPOCH = 1_795_986_000.0  # 2026-11-29T21:00:00Z
 

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart_procedure import RestartOptions
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector_settings import DetectorSettings
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart.restart_procedure import RestartOptions
 
 from ansible_collections.sglang_ops.serving.tests.unit.restart.restart_fakes import (
     SUPERVISED_OPTION_DEFAULTS, FakeHost, ScriptedDetector, SupervisedHost, holder, make_procedure, progressing)

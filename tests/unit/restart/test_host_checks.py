@@ -1,7 +1,7 @@
 import pytest
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host.systemd_unit import check_unit_name
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils import host_checks as hc
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared import host_checks as hc
 
 VENV = "/opt/sglang/venvs/0.5.23"
 

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils import host_lock
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.host_lock import HostLock, LockHeld
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart import host_lock
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart.host_lock import HostLock, LockHeld
 
 from restart_fakes import FakeHost, make_procedure, progressing, ready
 
@@ -154,7 +154,7 @@ def test_restart_holds_the_lock_while_it_runs_and_gives_it_back(tmp_path):
 def test_ctrl_c_during_the_watch_records_the_run_releases_the_lock_and_touches_nothing_more(tmp_path):
     import signal
 
-    from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart_procedure import RunInterrupted, interruptible
+    from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart.restart_procedure import RunInterrupted, interruptible
     host = LockingHost()
     proc, host, probe, *_ = make_procedure(tmp_path, [[progressing(), progressing(), progressing(), ready()]],
                                            host=host)

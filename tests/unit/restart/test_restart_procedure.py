@@ -316,7 +316,7 @@ def test_every_observation_of_the_trace_carries_the_assessment_the_watch_made(tm
 
 
 def test_the_report_tells_the_decision_of_the_watch_not_a_replay(tmp_path):
-    from ansible_collections.sglang_ops.serving.plugins.plugin_utils.incident_report import write_incident_report
+    from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report.incident_report import write_incident_report
 
     clock = Clock()
     # The detector never decides; the start timeout does. A replay of the trace would

@@ -1,8 +1,8 @@
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils import retry_policy
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.failure_classes import FAILURE_CLASSES
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.retry_policy import (
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart import retry_policy
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.failure_classes import FAILURE_CLASSES
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart.retry_policy import (
     HAND_OVER, READY, RESTART, Backoff, decide)
 
 

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector import Assessment
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.server_sync import ServerAborted, ServerSync, run_folder
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector import Assessment
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart.server_sync import ServerAborted, ServerSync, run_folder
 
 from ansible_collections.sglang_ops.serving.tests.unit.restart.restart_fakes import (
     Clock, FakeHost, FakeProbe, make_procedure, progressing, ready, stalled)

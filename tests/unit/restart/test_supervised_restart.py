@@ -4,8 +4,8 @@ the unit failed; nothing else is ever done to the unit."""
 import json
 import os
 
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import RunArtifacts
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.supervised_restart import SupervisedRestart
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared.artifacts import RunArtifacts
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart.supervised_restart import SupervisedRestart
 
 ROOT = "/var/lib/sglang-ops/starts"
 OLD = {"dir": ROOT + "/20261130T100000Z-10", "verdict": "ready", "phase": "ready", "reason_code": "ready"}
@@ -88,7 +88,7 @@ def test_no_ready_start_within_the_start_timeout_is_a_timeout_and_nothing_is_sto
 
 
 def test_a_crash_loop_longer_than_the_read_window_is_handed_over_when_systemd_gives_up(tmp_path):
-    from ansible_collections.sglang_ops.serving.plugins.plugin_utils.supervised_restart import RECENT_STARTS
+    from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart.supervised_restart import RECENT_STARTS
     starts = [_start("20261130T14%04dZ-%d" % (i, i), "failed", reason_code="fatal_error", exit_code=71,
                      ended_at=1796000010.0 + i) for i in range(RECENT_STARTS + 5)]
     # each poll one more failed start; the read returns the newest RECENT_STARTS, newest first
@@ -101,7 +101,7 @@ def test_a_crash_loop_longer_than_the_read_window_is_handed_over_when_systemd_gi
 
 
 def test_more_starts_than_the_read_window_each_keep_their_own_number_and_records(tmp_path):
-    from ansible_collections.sglang_ops.serving.plugins.plugin_utils.supervised_restart import RECENT_STARTS
+    from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart.supervised_restart import RECENT_STARTS
     starts = [_start("20261130T15%04dZ-%d" % (i, i), "failed", reason_code="fatal_error", exit_code=71,
                      ended_at=1796000010.0 + i) for i in range(2 * RECENT_STARTS + 3)]
     files = {os.path.basename(s["dir"]): {"trace.jsonl": '{"start": "%s"}\n' % s["dir"],

@@ -1,9 +1,9 @@
 """A supervised run carries its time to ready against the host's earlier ready starts,
 as the supervisor recorded them, and the summary line and report say it."""
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.artifacts import RunArtifacts
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart_procedure import _time_to_ready_words
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.supervised_restart import (
-    SupervisedRestart, start_time_to_ready)
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared.artifacts import RunArtifacts
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart.restart_procedure import _time_to_ready_words
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart.supervised_restart import SupervisedRestart
+from ansible_collections.sglang_ops.serving.plugins.module_utils.services.start_outlook import start_time_to_ready
 from ansible_collections.sglang_ops.serving.tests.unit.restart.test_supervised_restart import ROOT, ScriptedPort
 
 USUAL = {"starting": 5.0, "weight_load": 100.0, "post_load": 195.0}

@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model import weight_cache
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import weight_cache
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records import start_metrics
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils import weight_cache_step
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart import weight_cache_step
 
 from ansible_collections.sglang_ops.serving.tests.unit.restart.restart_fakes import UNIT, make_procedure, ready, stalled
 from ansible_collections.sglang_ops.serving.tests.unit.restart.test_weight_cache_restart import (

@@ -7,9 +7,10 @@ import re
 import pytest
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host import systemd_unit
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model import weight_cache
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils import host_checks, weight_cache_step
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart_procedure import RemoteStepFailed
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import weight_cache
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared import host_checks
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart import weight_cache_step
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart.restart_procedure import RemoteStepFailed
 
 from ansible_collections.sglang_ops.serving.tests.unit.restart.restart_fakes import (
     UNIT, VENV, FakeHost, holder, make_procedure, progressing, ready, stalled)

@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector import Detector
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector_settings import DetectorSettings
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.progress_line import progress_line
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector import Detector
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector_settings import DetectorSettings
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.progress_line import progress_line
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import (
     TraceWriter, read_trace, relative_observation, trace_header)
 

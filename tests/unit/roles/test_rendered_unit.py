@@ -181,7 +181,7 @@ def test_supervisor_is_main_pid_and_runs_the_server_as_its_child(units):
 
 
 def test_supervised_unit_lets_systemd_restart_only_what_a_restart_can_help(units):
-    from ansible_collections.sglang_ops.serving.plugins.module_utils.model.failure_classes import (
+    from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.failure_classes import (
         restart_prevent_exit_statuses)
     unit = units["production"][0]
     (prevent,) = setting(unit, "Service", "RestartPreventExitStatus")

@@ -2,7 +2,7 @@
 import pytest
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host import api_key_config
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils import systemd_quoting
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared import systemd_quoting
 
 from conftest import resolve_specifiers, systemd_split
 

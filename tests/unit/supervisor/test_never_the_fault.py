@@ -10,7 +10,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model import failure_classes as fc
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import failure_classes as fc
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services import supervisor as sup_mod
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services.supervisor_settings import SupervisorSettings
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import read_trace

@@ -11,11 +11,11 @@ import pytest
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records import start_records
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services import observe_only
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model.detector import Assessment
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector import Assessment
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services.start_watch import WatchOptions, watch_start
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils import observe_only_step
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart import observe_only_step
 
-MODULE = "ansible_collections.sglang_ops.serving.plugins.module_utils.model.verdict_memory"
+MODULE = "ansible_collections.sglang_ops.serving.plugins.module_utils.domain.verdict_memory"
 
 
 @dataclasses.dataclass(frozen=True)

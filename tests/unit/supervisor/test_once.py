@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model import failure_classes as fc
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import failure_classes as fc
 
 from .conftest import ROOT, SUPERVISOR
 

@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.filter.failure_classes import (
+from ansible_collections.sglang_ops.serving.plugins.filter.restart_prevent_exit_statuses import (
     restart_prevent_exit_statuses as rendered_prevent_statuses)
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model import failure_classes as fc
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import failure_classes as fc
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services.supervisor_settings import SupervisorSettings
 
 from .conftest import supervisor_command

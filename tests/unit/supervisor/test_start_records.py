@@ -4,7 +4,7 @@ import json
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records import start_records as sr
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host import systemd_unit
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host.probe import ProbeRequest, probe
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils import supervised_restart
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart import supervised_restart
 
 
 def test_a_start_points_current_at_itself_and_keeps_the_last_n(tmp_path):

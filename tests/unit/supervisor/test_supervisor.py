@@ -4,7 +4,7 @@ import json
 import os
 import signal
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model import failure_classes as fc
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import failure_classes as fc
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import read_trace
 
 from .conftest import API_KEY

@@ -2,7 +2,7 @@
 lines (as SGLang 0.5.23 prints them, sglang/srt/weight_cache/), the ready file."""
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.model import weight_cache as wc
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import weight_cache as wc
 
 # Lines as daemon.py / ipc_loader.py format them.
 LOADING = "[WeightCacheDaemon gpu=3 tp_rank=3] Loading model from disk: /models/Kimi-K2.6"
