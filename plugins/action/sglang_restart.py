@@ -24,7 +24,7 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.number_r
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host import service_defaults
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host.systemd_unit import check_unit_name
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart import host_lock, prewarm_step, server_sync
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared import remote_host_port
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared import remote_host_access
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared.artifacts import RunArtifacts, default_artifacts_root, iso_utc
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart.restart_procedure import (
     RemoteStepFailed, RestartOptions, RestartProcedure, RunInterrupted, interruptible)
@@ -113,16 +113,16 @@ class ActionModule(ActionBase):
         def emit(text):
             display.display("%s | %s" % (host, text))
 
-        port = remote_host_port.RemoteHostPort(
+        access = remote_host_access.RemoteHostAccess(
             args["unit"], self._shell_step, lambda module_args: self._probe(module_args, task_vars), emit,
-            remote_host_port.probe_args(args, serves_api=server is None or server.serves_api),
+            remote_host_access.probe_args(args, serves_api=server is None or server.serves_api),
             sleep=lock.sleep)   # the run's waits renew its host lock
         options = RestartOptions(args, settings, retry_policy.Backoff(base_s=args["backoff_base_s"],
                                                                       max_s=args["backoff_max_s"]),
                                  random.Random().random,
                                  defaults={name: spec.get("default") for name, spec in ARGUMENT_SPEC.items()})
         procedure = RestartProcedure(
-            host, options, port, artifacts, lock=lock, server=server,
+            host, options, access, artifacts, lock=lock, server=server,
             prewarm=lambda options, step_s, max_total_s: prewarm_step.prewarm(
                 lambda module_args: self._execute_module(module_name=prewarm_step.PREWARM_MODULE,
                                                          module_args=module_args, task_vars=task_vars),

@@ -8,7 +8,7 @@ that decided:
    coming and going, stacks that change (life_signs.py);
 3. a stall needs a positive signature: frozen, parked (identical stacks in a wait, GPUs
    flat), spinning, stopped (stall_signatures.py), or dead (the unit's main process gone);
-4. never keep a server down by our own verdict: observe-only starts (observe_gate.py);
+4. never keep a server down by our own verdict: observe-only starts (observe_only_gate.py);
 5. blind means patient, not deaf: longer windows without GPU readings or stacks, a frozen
    CPU clock or stopped processes decide alone, and a hard ceiling ends every start
    (stall_signatures.py).
@@ -25,7 +25,7 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.life_sig
     CpuBursts, CpuFloor, FrozenClock, GpuBursts, children_changed, stacks_changed)
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.line_confirmation import (
     CONFIRMED_DEAD, CONFIRMED_FROZEN, SURVIVED, LineConfirmation)
-from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.observe_gate import CEILING_CODE, OBSERVING, ObserveOnlyGate
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.observe_only_gate import CEILING_CODE, OBSERVING, ObserveOnlyGate
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.phases import PhaseModel
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.sglang_dialect import bar_kind
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.unit_gpu_memory import UnitGpuMemory

@@ -40,7 +40,7 @@ class ProbeRequest:
     """The probe's options, defined once: the sglang_probe module's argument spec is
     generated from these fields (argument_spec()), its DOCUMENTATION is checked against
     them (tests/unit/probe/test_probe_options.py), and the controller names them
-    (plugin_utils/shared/remote_host_port.py)."""
+    (plugin_utils/shared/remote_host_access.py)."""
     unit: object = _option()                        # systemd unit name, or
     pid: object = _option(type="int")               # a bare PID (its process tree is the service)
     cursor: object = _option()                      # journal cursor (or log-file offset) from the last call

@@ -1,11 +1,11 @@
 """Watch one start of the unit: probe every poll_s, feed the detector, print progress,
 write each observation with its assessment into the trace, stop at a final verdict.
 
-It runs wherever the probe can be called: the host comes in as one HostPort (below).
+It runs wherever the probe can be called: the host comes in as one HostAccess (below).
 The restart action drives it from the controller over Ansible's connection
-(plugin_utils/shared/remote_host_port.py, RemoteHostPort), the unit's supervisor on the host
-itself (module_utils/services/supervisor.py, _HostPort), unit tests with a scripted host and a
-fake clock. tests/unit/probe/test_host_port.py checks that both conform.
+(plugin_utils/shared/remote_host_access.py, RemoteHostAccess), the unit's supervisor on the host
+itself (module_utils/services/supervisor.py, _LocalHostAccess), unit tests with a scripted host and a
+fake clock. tests/unit/probe/test_host_access.py checks that both conform.
 """
 import dataclasses
 import typing
@@ -21,9 +21,9 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_f
 
 
 @typing.runtime_checkable
-class HostPort(typing.Protocol):
+class HostAccess(typing.Protocol):
     """What the watch needs of the host. Every piece of state a call depends on comes in as
-    its argument; nobody sets a port's attributes from outside."""
+    its argument; nobody sets its attributes from outside."""
 
     def probe(self, cursor, stacks, since_epoch_s):
         """One observation -> the sglang_probe result {"observation" (epoch `ts`), "cursor",
@@ -33,7 +33,7 @@ class HostPort(typing.Protocol):
 
     def clock(self):
         """Epoch seconds, the clock of the observations' `ts` too: every duration of the watch
-        (`t`, the elapsed time, the start timeout) is a difference on it, so a port that can
+        (`t`, the elapsed time, the start timeout) is a difference on it, so an access that can
         gives one that never steps (the supervisor's: monotonic, anchored at the start)."""
 
     def sleep(self, seconds):
@@ -144,9 +144,9 @@ def _decided_elsewhere(options, watched_s):
     return options.decided_elsewhere(round(watched_s, 3))
 
 
-def watch_start(port, options, t0, new_detector=None):
+def watch_start(access, options, t0, new_detector=None):
     """Watch from t0 (epoch seconds, the start; the journal is read from then) through
-    port (a HostPort) to a final verdict -> WatchResult."""
+    access (a HostAccess) to a final verdict -> WatchResult."""
     make = new_detector or Detector
     detector = make(options.settings) if options.observe_only is None else \
         make(options.settings, observe_only=options.observe_only)
@@ -157,19 +157,19 @@ def watch_start(port, options, t0, new_detector=None):
     obs, decided = {}, Assessment(0.0, "starting", "progressing", "starting", "no observation yet")
     try:
         while True:
-            poll_began = port.clock()
-            result = port.probe(cursor, stacks, None if cursor is not None else t0)
-            elsewhere = _decided_elsewhere(options, port.clock() - t0)
+            poll_began = access.clock()
+            result = access.probe(cursor, stacks, None if cursor is not None else t0)
+            elsewhere = _decided_elsewhere(options, access.clock() - t0)
             if elsewhere is not None:
                 return WatchResult(elsewhere, polls, cost, obs)
             if result.get("failed") or result.get("unreachable") or "observation" not in result:
                 failures += 1
                 if failures >= options.max_probe_failures:
                     decided = dataclasses.replace(
-                        decided, t=round(port.clock() - t0, 3), verdict=PROBE_ERROR, reason_code=PROBE_ERROR,
+                        decided, t=round(access.clock() - t0, 3), verdict=PROBE_ERROR, reason_code=PROBE_ERROR,
                         reason="the probe failed %d times in a row: %s" % (failures, result.get("msg", "no observation")))
                     return WatchResult(decided, polls, cost, obs)
-                port.sleep(options.poll_s)
+                access.sleep(options.poll_s)
                 continue
             failures, polls = 0, polls + 1
             cursor = result.get("cursor", cursor)
@@ -180,9 +180,9 @@ def watch_start(port, options, t0, new_detector=None):
             a = detector.observe(obs)
             estimate = options.outlook.on_poll(obs, a) if options.outlook is not None else None
             line = progress_line(a, estimate)
-            port.emit(line if options.observe_only is None else line + SEP + observe_only_words(options.observe_only))
+            access.emit(line if options.observe_only is None else line + SEP + observe_only_words(options.observe_only))
             stacks = bool(a.want_stacks)
-            decided = _decision(a, obs, port.clock() - t0, options)
+            decided = _decision(a, obs, access.clock() - t0, options)
             # what the ETA estimated with (the header; a line where it changed) and what it showed
             conditions = recorded.load_conditions() if recorded is not None else None
             if trace is None:
@@ -193,7 +193,7 @@ def watch_start(port, options, t0, new_detector=None):
                 recorded_conditions = conditions
             if decided.verdict in FINAL_VERDICTS:
                 return WatchResult(decided, polls, cost, obs)
-            port.sleep(max(0.0, options.poll_s - (port.clock() - poll_began)))
+            access.sleep(max(0.0, options.poll_s - (access.clock() - poll_began)))
     finally:
         if trace is not None:
             trace.close()

@@ -85,8 +85,8 @@ class _Observed:
         return a
 
 
-class _HostPort:
-    """The watch's start_watch.HostPort on the host itself: the probe of the server's process
+class _LocalHostAccess:
+    """The watch's start_watch.HostAccess on the host itself: the probe of the server's process
     tree, this process's clock and sleep (which a stop request interrupts)."""
 
     def __init__(self, sup):
@@ -403,7 +403,7 @@ class Supervisor:
 
     # ------------------------------------------------------------------ the start
     def _watch_start(self):
-        """The collection's watch (start_watch.watch_start) with this process as its host port."""
+        """The collection's watch (start_watch.watch_start) with this process as its host access."""
         held = "" if self.observe_only is None else "; " + observe_only.words(self.observe_only)
         options = WatchOptions(
             poll_s=self.s.poll_s, start_timeout_s=self.s.start_timeout_s or float("inf"),
@@ -413,7 +413,7 @@ class Supervisor:
                               open_writer=self._open_trace),
             outlook=None, recorded_outlook=self.outlook,   # the outlook runs in _on_poll; the trace records it
             observe_only=self.observe_only)
-        return watch_start(_HostPort(self), options, self.t0,
+        return watch_start(_LocalHostAccess(self), options, self.t0,
                            new_detector=lambda settings, **kw: _Observed(Detector(settings, **kw), self._on_poll))
 
     def _open_trace(self, path, header):

@@ -294,7 +294,7 @@ class HostLock:
         return self.replaced
 
     def sleep(self, seconds, clock=time.monotonic, wait=time.sleep):
-        """The run's wait between polls (its host port's sleep): waits, then renews the
+        """The run's wait between polls (its host access's sleep): waits, then renews the
         lock when renew_every_s has passed since the last renewal. A renewal that fails is
         noted (renew_problem) and tried again after the next wait; the run goes on."""
         wait(seconds)

@@ -2,7 +2,7 @@
 confirm the unit's processes are gone and the GPUs released, start, watch, and on a
 failure capture diagnostics and either restart (retry_policy) or hand over.
 
-Everything that touches the host goes through one host-port (remote_host_port.py), so
+Everything that touches the host goes through one host access (remote_host_access.py), so
 the procedure runs in unit tests against a scripted host; the action plugin plugs in
 Ansible. All state is per instance: one instance per host and task, nothing module-global.
 """
@@ -138,12 +138,12 @@ def _count(n, word):
 
 
 class RestartProcedure:
-    def __init__(self, host, options, port, artifacts, prewarm=None, lock=None, server=None):
+    def __init__(self, host, options, access, artifacts, prewarm=None, lock=None, server=None):
         self.host = host
         self.options = options
         self.args = args = options.args
         self.unit = args["unit"]
-        self.port = port
+        self.access = access
         self.artifacts = artifacts
         self.prewarm = prewarm  # prewarm(options, step_s, max_total_s) -> summary (issue: shorter restarts)
         self.lock = lock  # host_lock.HostLock, or None where no other run can interfere (tests)
@@ -157,7 +157,7 @@ class RestartProcedure:
         self.cold_restarts = 0        # cold restarts this run did after a failed start (at most one)
         self._plans = [(1, None)]     # (first supervised start, RestartPlan) in force from it on
         self.record = {
-            "host": host, "unit": self.unit, "started": iso_utc(port.clock()), "finished": None,
+            "host": host, "unit": self.unit, "started": iso_utc(access.clock()), "finished": None,
             "outcome": None, "gave_up_because": None, "attempts": [], "preflight": {},
             "settings": options.settings.to_dict(), "code": code_version(),
             "options": {k: args[k] for k in ("poll_s", "max_attempts", "start_timeout_s",
@@ -169,15 +169,15 @@ class RestartProcedure:
 
     # ---- remote steps -------------------------------------------------------------
     def _sh(self, cmd, what, timeout_s=None, check=True):
-        rc, out, err = self.port.shell(cmd, timeout_s)
+        rc, out, err = self.access.shell(cmd, timeout_s)
         if check and rc != 0:
             detail = (err or out or "").strip()[-400:]
             raise RemoteStepFailed("%s failed on %s (rc %s): %s" % (what, self.host, rc, redact_secrets(detail)))
         return rc, out, err
 
     def _read(self, what, result_key, **asked):
-        """One of the probe's reads of the host (port.read); RemoteStepFailed when it cannot answer."""
-        result = self.port.read(**asked)
+        """One of the probe's reads of the host (access.read); RemoteStepFailed when it cannot answer."""
+        result = self.access.read(**asked)
         if result.get("failed") or result_key not in result:
             why = result.get("msg") if result.get("failed") else (result.get("missing") or {}).get(result_key)
             raise RemoteStepFailed("%s failed on %s: %s" % (what, self.host, redact_secrets(str(why or "no answer"))))
@@ -217,7 +217,7 @@ class RestartProcedure:
         if first and self.args.get("weight_cache") is False:
             return None
         try:
-            view = weight_cache_step.read_daemon(self.port, self.unit)
+            view = weight_cache_step.read_daemon(self.access, self.unit)
         except RuntimeError as exc:
             raise RemoteStepFailed("%s: %s" % (self.host, exc))
         if first:
@@ -246,13 +246,13 @@ class RestartProcedure:
         _after); not asked again once SGLang said it has none (0.5.23)."""
         if self.record["weight_cache"].get("delivery_budget_supported") is False or not self.daemon.healthy:
             return weight_cache_step.BudgetReading()
-        reading = weight_cache_step.read_budget(self.port.shell, self.daemon)
+        reading = weight_cache_step.read_budget(self.access.shell, self.daemon)
         if reading.supported is False:
             self.record["weight_cache"]["delivery_budget_supported"] = False
             return reading
         self.record["weight_cache"]["delivery_budget_" + when] = reading.to_dict()
         if reading.problem:
-            self.port.emit("weight cache delivery budget not read: %s" % reading.problem)
+            self.access.emit("weight cache delivery budget not read: %s" % reading.problem)
         return reading
 
     def _budget_after_ready(self):
@@ -260,8 +260,8 @@ class RestartProcedure:
         when metrics_dir is set (weight_cache_step.after_ready)."""
         if self.daemon is not None:
             self._read_daemon()
-            weight_cache_step.after_ready(self._read_budget("after").budget, self.args, self.port.shell,
-                                          self.port.emit, self.unit, self.host, self.port.clock)
+            weight_cache_step.after_ready(self._read_budget("after").budget, self.args, self.access.shell,
+                                          self.access.emit, self.unit, self.host, self.access.clock)
 
     def _note_plan(self, attempt, planned):
         """The attempt's restart_kind and why. A cold plan makes a cold start whatever the
@@ -284,11 +284,11 @@ class RestartProcedure:
         else (phase, reason_code, reason) of the daemon's failed start."""
         name = self.daemon.unit
         self.stage = "restarting the weight cache daemon %s (cold, attempt %d)" % (name, before_attempt)
-        self.port.emit("cold restart (%s): restarting the weight cache daemon %s; %s starts once its weights "
+        self.access.emit("cold restart (%s): restarting the weight cache daemon %s; %s starts once its weights "
                        "are on the GPUs" % (planned.reason, name, self.unit))
         folder = "weights-before-attempt-%d" % before_attempt
         watch = supervised_restart.SupervisedRestart(
-            name, self.port.for_unit(name), RunArtifacts.at(self.artifacts.abspath(folder)), self.args["poll_s"],
+            name, self.access.for_unit(name), RunArtifacts.at(self.artifacts.abspath(folder)), self.args["poll_s"],
             self.args["start_timeout_s"], starts_dir=weight_cache_step.daemon_starts_dir())
         self.changed = True
         try:
@@ -304,7 +304,7 @@ class RestartProcedure:
         self._read_daemon()
         cold_restart["main_pid"] = self.daemon.main_pid     # the daemon's after its restart
         if res["outcome"] == "ready":
-            self.port.emit("weight cache daemon %s ready after %s (MainPID %s); starting %s" % (
+            self.access.emit("weight cache daemon %s ready after %s (MainPID %s); starting %s" % (
                 name, fmt_duration(last.get("ready_after_s") or 0.0), self.daemon.main_pid, self.unit))
             return None
         if res["outcome"] == "timeout":
@@ -324,7 +324,7 @@ class RestartProcedure:
         """The unit's venv (off ExecStart): where its py-spy is, and what counts as ours."""
         self.venv = state.get("venv")
         if self.venv:
-            self.port = self.port.with_probe_args(venv_bin=self.venv.rstrip("/") + "/bin")
+            self.access = self.access.with_probe_args(venv_bin=self.venv.rstrip("/") + "/bin")
 
     # ---- check mode / status --------------------------------------------------------
     def observe_once(self, supervised_settings=None):
@@ -336,8 +336,8 @@ class RestartProcedure:
             return self._finish("check_mode", "preflight", "unit_missing",
                                 "unit %s is not installed on %s" % (self.unit, self.host), failed=True)
         self._note_preflight(check)
-        t0 = self.port.clock()
-        result = self.port.probe(since_epoch_s=None)
+        t0 = self.access.clock()
+        result = self.access.probe(since_epoch_s=None)
         if result.get("failed") or "observation" not in result:
             raise RemoteStepFailed("probe failed on %s: %s" % (self.host, result.get("msg", "no observation")))
         obs = relative_observation(result["observation"], t0)
@@ -345,7 +345,7 @@ class RestartProcedure:
         # On a supervised unit its supervisor's settings decide every start: assess with those.
         settings = supervised_settings if supervised and supervised_settings is not None else self.options.settings
         a = self.options.new_detector(settings).observe(obs)
-        self.port.emit(progress_line(a))
+        self.access.emit(progress_line(a))
         if supervised and self.server is None:
             would = ("would restart %s once and follow its supervisor, which decides every start (systemd "
                      "restarts it while a restart can help)" % self.unit)
@@ -416,7 +416,7 @@ class RestartProcedure:
 
     def _recent_starts(self, limit=5):
         """The supervisor's last starts on the host (verdict.json of each), newest first."""
-        return (self.port.read(starts=limit).get("starts") or {}).get("starts") or []
+        return (self.access.read(starts=limit).get("starts") or {}).get("starts") or []
 
     def _lock_holder(self):
         """Who holds the host's restart lock (words), or None; reads only."""
@@ -428,7 +428,7 @@ class RestartProcedure:
             return None
         stale = host_lock.stale_because(holder or {}, now, self.lock.controller, self.lock.alive)
         if stale:   # a restart would take it over: said, and no reason to refuse
-            self.port.emit("restart lock: %s; stale (%s): a restart would take it over" % (
+            self.access.emit("restart lock: %s; stale (%s): a restart would take it over" % (
                 host_lock.describe(holder, now), stale))
             return None
         return host_lock.describe(holder or {}, now)
@@ -449,7 +449,7 @@ class RestartProcedure:
             if replaced:
                 old, why = replaced
                 self.record["lock"]["replaced"] = {"holder": old, "because": why}
-                self.port.emit("took over a stale restart lock (%s): %s" % (why, host_lock.describe(old)))
+                self.access.emit("took over a stale restart lock (%s): %s" % (why, host_lock.describe(old)))
         try:
             return self._restart()
         except RunInterrupted as exc:
@@ -486,7 +486,7 @@ class RestartProcedure:
             return self._supervised(orphans)
 
         self.outlook = metrics_step.outlook_for(os.path.dirname(self.artifacts.path), self.unit,
-                                                self.args.get("metrics_dir"), self.port.shell, self.port.emit,
+                                                self.args.get("metrics_dir"), self.access.shell, self.access.emit,
                                                 host=self.host)
         max_attempts = self.args["max_attempts"]
         earlier_codes = []
@@ -494,8 +494,8 @@ class RestartProcedure:
             if n > 1:
                 delay_s = self.options.backoff.delay_s(n - 1, self.options.rng)
                 self.stage = "waiting %.0f s before attempt %d" % (delay_s, n)
-                self.port.emit("restart %d of %d in %.0f s" % (n - 1, max_attempts - 1, delay_s))
-                self.port.sleep(delay_s)
+                self.access.emit("restart %d of %d in %.0f s" % (n - 1, max_attempts - 1, delay_s))
+                self.access.sleep(delay_s)
             self.stage = "stopping %s before attempt %d" % (self.unit, n)
             # The first stop ends a serving instance: it gets the full stop_timeout_s. Later
             # stops end a failed or stalled start, whose processes are of no use any more.
@@ -512,7 +512,7 @@ class RestartProcedure:
                     return handed_over
             planned = self._plan(self.record["attempts"][-1] if self.record["attempts"] else None)
             if planned is not None:
-                self.port.emit("attempt %d: %s restart; %s" % (n, planned.kind, planned.words()))
+                self.access.emit("attempt %d: %s restart; %s" % (n, planned.kind, planned.words()))
                 if planned.cold:
                     daemon_failed = self._restart_daemon(planned, n)
                     if daemon_failed:
@@ -533,12 +533,12 @@ class RestartProcedure:
             self.record["attempts"].append(attempt)
             if watched.ready:
                 attempt["action"] = "ready"
-                self.port.emit("ready after %.0f s: %s (attempt %d)" % (
+                self.access.emit("ready after %.0f s: %s (attempt %d)" % (
                     outcome.t, outcome.reason if self.server else "a completion answered", n))
                 self._budget_after_ready()
                 return self._finish("ready", outcome.phase, "ready", outcome.reason)
             self.stage = "capturing diagnostics of attempt %d" % n
-            self.port.emit("%s in %s after %.0f s: %s (%s); capturing diagnostics" % (
+            self.access.emit("%s in %s after %.0f s: %s (%s); capturing diagnostics" % (
                 outcome.verdict.upper(), outcome.phase, outcome.t, outcome.reason_code, outcome.reason))
             attempt["diagnostics"] = self._capture_diagnostics(n, attempt["started_epoch_s"])
             decision = server_decision or retry_policy.decide(outcome.reason_code, n, max_attempts, earlier_codes)
@@ -558,7 +558,7 @@ class RestartProcedure:
                 return self._hand_over(outcome.phase, outcome.reason_code, outcome.reason,
                                        because=decision.reason, verdict=outcome.verdict)
             self.outlook.restarted(outcome.reason_code)
-            self.port.emit("automatic restart: " + decision.reason)
+            self.access.emit("automatic restart: " + decision.reason)
         raise AssertionError("unreachable: the policy hands over when attempts are exhausted")
 
     def _supervised(self, orphans):
@@ -568,8 +568,8 @@ class RestartProcedure:
         allows it (preflight refused them otherwise)."""
         if orphans:
             self.stage = "killing leftover server processes before restarting %s" % self.unit
-            self.port.emit("killing leftover server processes: " + "; ".join(h.describe() for h in orphans))
-            self.port.verb("kill-pids", pids=[h.pid for h in orphans])
+            self.access.emit("killing leftover server processes: " + "; ".join(h.describe() for h in orphans))
+            self.access.verb("kill-pids", pids=[h.pid for h in orphans])
             self.changed = True
             self.record["preflight"].setdefault("orphans_killed", []).extend(
                 redact_secrets(h.describe()) for h in orphans)
@@ -577,14 +577,14 @@ class RestartProcedure:
         planned = self._plan()
         self._plans = [(1, planned)]
         if planned is not None:
-            self.port.emit("%s restart of %s: %s; %s" % (planned.kind, self.unit, planned.words(), self._daemon_words()))
+            self.access.emit("%s restart of %s: %s; %s" % (planned.kind, self.unit, planned.words(), self._daemon_words()))
             if planned.cold:
                 failed = self._cold_before_engine(planned, 1, self.args["stop_timeout_s"])
                 if failed:
                     return self._hand_over(*failed)
         self.stage = "restarting %s and following its supervisor" % self.unit
         watch = supervised_restart.SupervisedRestart(
-            self.unit, self.port, self.artifacts, self.args["poll_s"], self.args["start_timeout_s"],
+            self.unit, self.access, self.artifacts, self.args["poll_s"], self.args["start_timeout_s"],
             after_failed_start=self._escalate if planned is not None else None)
         self.changed = True
         try:
@@ -602,7 +602,7 @@ class RestartProcedure:
         if res.get("time_to_ready"):
             self.record["time_to_ready"] = res["time_to_ready"]
         if res["outcome"] == "ready":
-            self.port.emit("ready after %s: decided by the unit's supervisor" % _count(len(watch.attempts), "start"))
+            self.access.emit("ready after %s: decided by the unit's supervisor" % _count(len(watch.attempts), "start"))
             self._budget_after_ready()
             return self._finish("ready", "ready", "ready", last.get("reason"))
         if res["outcome"] == "timeout":
@@ -656,14 +656,14 @@ class RestartProcedure:
         self.cold_restarts += 1
         attempt["action"] = "restarted cold"
         attempt["decision"] = "next start cold: %s" % planned.reason
-        self.port.emit("start %d ended %s (%s): the next start is cold (%s)" % (
+        self.access.emit("start %d ended %s (%s): the next start is cold (%s)" % (
             attempt["n"], attempt.get("verdict"), code, planned.reason))
         self._plans.append((attempt["n"] + 1, planned))
         stop_timeout_s = min(self.args["stop_timeout_s"], self.args["failed_stop_timeout_s"])
         failed = self._cold_before_engine(planned, attempt["n"] + 1, stop_timeout_s)
         if failed:
             raise _ColdRestartFailed(*failed)
-        rc, dummy_out, err = self.port.verb("restart-no-block")
+        rc, dummy_out, err = self.access.verb("restart-no-block")
         if rc != 0:
             raise RemoteStepFailed("%s: systemctl restart of %s failed (rc %s): %s" % (
                 self.host, self.unit, rc, redact_secrets((err or "").strip()[-300:])))
@@ -694,7 +694,7 @@ class RestartProcedure:
         except Exception as exc:  # the prewarm only shortens the start; the restart goes on without it
             summary = {"failed": True, "msg": "prewarm failed: %s" % exc}
         if summary.get("failed"):
-            self.port.emit("prewarm skipped: %s" % summary.get("msg"))
+            self.access.emit("prewarm skipped: %s" % summary.get("msg"))
         return summary
 
     def _observe_only_next(self):
@@ -707,7 +707,7 @@ class RestartProcedure:
                                                   self.record["attempts"], usual_s)
 
     def _attempt(self, n):
-        t0 = self.port.clock()
+        t0 = self.access.clock()
         self.stage = "starting %s (attempt %d)" % (self.unit, n)
         self.current_attempt = {"n": n, "trace": self.artifacts.trace_relpath(n), "started": iso_utc(t0),
                                 "started_epoch_s": round(t0, 3)}
@@ -715,15 +715,15 @@ class RestartProcedure:
         held_words = observe_only_words.words(held) if held is not None else None
         if held is not None:
             self.current_attempt["observe_only"] = observe_only_words.to_dict(held)
-        rc, dummy_out, err = self.port.verb("start")
+        rc, dummy_out, err = self.access.verb("start")
         self.changed = True
         if rc == 124:
-            self.port.emit("the start job is still waiting after %d s; watching it" % systemctl_verbs.START_JOB_WAIT_S)
+            self.access.emit("the start job is still waiting after %d s; watching it" % systemctl_verbs.START_JOB_WAIT_S)
         elif rc != 0:
             # The watch sees the failed unit and names it; the message says why.
-            self.port.emit("systemctl start exited %s: %s" % (rc, redact_secrets((err or "").strip()[-300:])))
+            self.access.emit("systemctl start exited %s: %s" % (rc, redact_secrets((err or "").strip()[-300:])))
         self.stage = "watching the start of %s (attempt %d)" % (self.unit, n)
-        self.port.emit("started %s (attempt %d of %d); probing every %.0f s%s" % (
+        self.access.emit("started %s (attempt %d of %d); probing every %.0f s%s" % (
             self.unit, n, self.args["max_attempts"], self.args["poll_s"], "; " + held_words if held_words else ""))
         trace = TraceTarget(
             path=self.artifacts.abspath(self.artifacts.trace_relpath(n)),
@@ -733,7 +733,7 @@ class RestartProcedure:
         self.outlook.begin_attempt(n)
         self.outlook.metrics.observe_only(held is not None)
         elsewhere = (lambda t: self.server.peer_outcome(n, t)) if self.server is not None else None
-        return watch_start(self.port, self.options.watch(trace, self.outlook, elsewhere, held), t0,
+        return watch_start(self.access, self.options.watch(trace, self.outlook, elsewhere, held), t0,
                            self.options.new_detector)
 
     def _spin_grace_s(self):
@@ -757,42 +757,42 @@ class RestartProcedure:
     def _stop_and_release(self, timeout_s):
         """Stop the unit and wait (bounded) until its cgroup is empty and the GPUs are
         back to baseline. None when done, else (reason_code, reason)."""
-        self.port.emit("stopping %s (timeout %.0f s)" % (self.unit, timeout_s))
-        rc, dummy_out, err = self.port.verb("stop", timeout_s=timeout_s)
+        self.access.emit("stopping %s (timeout %.0f s)" % (self.unit, timeout_s))
+        rc, dummy_out, err = self.access.verb("stop", timeout_s=timeout_s)
         self.changed = True
         if rc != 0:
-            self.port.emit("stop did not finish (rc %s): sending SIGKILL to the unit's processes" % rc)
-            self.port.verb("kill")
-        deadline = self.port.clock() + self.args["release_timeout_s"]
+            self.access.emit("stop did not finish (rc %s): sending SIGKILL to the unit's processes" % rc)
+            self.access.verb("kill")
+        deadline = self.access.clock() + self.args["release_timeout_s"]
         while True:
             left = self._read("process listing", "unit_processes", unit_processes=True)["unit_processes"]
             if not left:
                 break
-            if self.port.clock() >= deadline:
+            if self.access.clock() >= deadline:
                 return ("gpu_not_released", "processes of %s survived stop and SIGKILL: %s" % (
                     self.unit, "; ".join("PID %(pid)d (state %(state)s): %(cmdline)s" % p for p in left)))
-            self.port.verb("kill")
-            self.port.sleep(RELEASE_POLL_S)
-        settle_began, nudged = self.port.clock(), False
+            self.access.verb("kill")
+            self.access.sleep(RELEASE_POLL_S)
+        settle_began, nudged = self.access.clock(), False
         while True:
             state = self._unit_state()
             if host_checks.settled_after_stop(state):
                 break
             if host_checks.restart_pending(state):
                 # systemd's own Restart= fired meanwhile: cancel it, the procedure starts.
-                self.port.verb("stop", timeout_s=systemctl_verbs.CANCEL_RESTART_STOP_S)
-            elif not nudged and self.port.clock() - settle_began >= SETTLE_NUDGE_S:
+                self.access.verb("stop", timeout_s=systemctl_verbs.CANCEL_RESTART_STOP_S)
+            elif not nudged and self.access.clock() - settle_began >= SETTLE_NUDGE_S:
                 # The processes are gone (checked above) but systemd still waits for the
                 # cgroup-empty notice, which some container setups never deliver; a
                 # daemon-reload makes it look at the cgroup again.
-                self.port.emit("no process left but %s is still %s/%s: daemon-reload so systemd sees it" % (
+                self.access.emit("no process left but %s is still %s/%s: daemon-reload so systemd sees it" % (
                     self.unit, state["active"], state["sub"]))
-                self.port.verb("daemon-reload")
+                self.access.verb("daemon-reload")
                 nudged = True
-            if self.port.clock() >= deadline:
+            if self.access.clock() >= deadline:
                 return ("gpu_not_released", "%s did not settle after stop (ActiveState=%s, SubState=%s)" % (
                     self.unit, state["active"], state["sub"]))
-            self.port.sleep(RELEASE_POLL_S)
+            self.access.sleep(RELEASE_POLL_S)
         killed = self.record["preflight"].setdefault("orphans_killed", [])
         while True:
             check = self._gpu_check()
@@ -805,19 +805,19 @@ class RestartProcedure:
                 if not self.args["kill_orphans"]:
                     return ("orphan_processes", "leftover server processes hold GPU memory after stop: %s "
                             "(set kill_orphans: true to kill them)" % "; ".join(h.describe() for h in orphans))
-                self.port.emit("killing leftover server processes: " + "; ".join(h.describe() for h in orphans))
-                self.port.verb("kill-pids", pids=[h.pid for h in orphans])
+                self.access.emit("killing leftover server processes: " + "; ".join(h.describe() for h in orphans))
+                self.access.verb("kill-pids", pids=[h.pid for h in orphans])
                 killed.extend(redact_secrets(h.describe()) for h in orphans)
             released, why = host_checks.gpu_released(check, self.args["gpu_idle_mib"])
             if released and not orphans:
                 return None
-            if self.port.clock() >= deadline:
+            if self.access.clock() >= deadline:
                 return ("gpu_not_released", why or "GPU memory not back to baseline")
-            self.port.sleep(RELEASE_POLL_S)
+            self.access.sleep(RELEASE_POLL_S)
 
     def _capture_diagnostics(self, n, since_epoch_s):
         """Diagnostics of attempt n into attempt-<n>/diagnostics; returns the folder's relpath."""
-        result = self.port.read(diagnostics=True, since_epoch_s=since_epoch_s - 5)
+        result = self.access.read(diagnostics=True, since_epoch_s=since_epoch_s - 5)
         bundle = result.get("diagnostics")
         if result.get("failed") or bundle is None:
             # the attempt is recorded either way; what could not be read says why
@@ -839,7 +839,7 @@ class RestartProcedure:
         Nothing more is done to the service: it stays as the interruption found it."""
         if self.record.get("outcome") == "interrupted":
             return
-        at = self.port.clock()
+        at = self.access.clock()
         if self.current_attempt is not None:
             began = self.current_attempt["started_epoch_s"]
             self.record["attempts"].append(dict(
@@ -885,7 +885,7 @@ class RestartProcedure:
         return res
 
     def _finish(self, outcome, phase, code, reason, failed=False, verdict=None):
-        self.record.update({"finished": iso_utc(self.port.clock()), "outcome": outcome})
+        self.record.update({"finished": iso_utc(self.access.clock()), "outcome": outcome})
         if self.outlook is not None and self.record["attempts"]:
             self.record["time_to_ready"] = self.outlook.summary()
             self.outlook.finish(outcome, code, len(self.record["attempts"]))
@@ -930,5 +930,5 @@ class RestartProcedure:
             return incident_report.write_run_report(self.artifacts.path), None
         except Exception as exc:
             error = "incident report could not be written: %s: %s" % (type(exc).__name__, exc)
-            self.port.emit(error)
+            self.access.emit(error)
             return None, error

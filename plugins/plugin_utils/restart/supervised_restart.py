@@ -70,12 +70,12 @@ def _elapsed_s(record):
 
 class SupervisedRestart:
     """Restart once, then follow the supervisor's starts until one is ready or systemd
-    leaves the unit failed. port: the restart's host port (read, verb, emit, clock, sleep);
+    leaves the unit failed. access: the restart's HostAccess (read, verb, emit, clock, sleep);
     artifacts: RunArtifacts."""
 
-    def __init__(self, unit, port, artifacts, poll_s, start_timeout_s, starts_dir=start_records.DEFAULT_ROOT,
+    def __init__(self, unit, access, artifacts, poll_s, start_timeout_s, starts_dir=start_records.DEFAULT_ROOT,
                  after_failed_start=None):
-        self.unit, self.port, self.artifacts = unit, port, artifacts
+        self.unit, self.access, self.artifacts = unit, access, artifacts
         self.poll_s, self.start_timeout_s, self.starts_dir = poll_s, start_timeout_s, starts_dir
         # after_failed_start(attempt, unit_state) -> True when it restarted the unit itself (a
         # cold restart after a failed warm start, weight_cache_step); the starts that follow
@@ -89,7 +89,7 @@ class SupervisedRestart:
 
     def _read(self):
         """(the unit's state, {"current", "starts"}) in one probe read."""
-        res = self.port.read(unit_state=True, starts=RECENT_STARTS, starts_dir=self.starts_dir)
+        res = self.access.read(unit_state=True, starts=RECENT_STARTS, starts_dir=self.starts_dir)
         if res.get("failed") or "unit_state" not in res or "starts" not in res:
             why = res.get("msg") or (res.get("missing") or {}).get("unit_state") or "no answer"
             raise RuntimeError("reading the unit's state and start records failed: %s" % why)
@@ -103,10 +103,10 @@ class SupervisedRestart:
 
     def _copy(self, n, record):
         """The start's trace, verdict and diagnostics into attempt-<n>/ of the run."""
-        res = self.port.read(start_files=os.path.basename(record["dir"]), starts_dir=self.starts_dir)
+        res = self.access.read(start_files=os.path.basename(record["dir"]), starts_dir=self.starts_dir)
         files = dict(res.get("start_files") or {})
         for refused in res.get("refused") or ():   # a link or FIFO planted in the start's folder
-            self.port.emit("warning: %s" % refused)
+            self.access.emit("warning: %s" % refused)
         trace = files.pop(start_records.TRACE, None)
         if trace:
             path = self.artifacts.abspath(self.artifacts.trace_relpath(n))
@@ -134,11 +134,11 @@ class SupervisedRestart:
         against the host's earlier ready starts, or None}."""
         dummy_state, before = self._read()
         known = {s["dir"] for s in before["starts"]}
-        rc, dummy_out, err = self.port.verb("restart-no-block")
+        rc, dummy_out, err = self.access.verb("restart-no-block")
         if rc != 0:
             raise RuntimeError("systemctl restart failed (rc %s): %s" % (rc, (err or "").strip()[-300:]))
-        self.port.emit("restarted %s; its supervisor watches the start (progress every %.0f s)" % (self.unit, self.poll_s))
-        began, shown, done = self.port.clock(), {}, []
+        self.access.emit("restarted %s; its supervisor watches the start (progress every %.0f s)" % (self.unit, self.poll_s))
+        began, shown, done = self.access.clock(), {}, []
         while True:
             unit, state = self._read()
             new = [s for s in reversed(state["starts"]) if s["dir"] not in known]   # oldest first
@@ -156,7 +156,7 @@ class SupervisedRestart:
                     attempt = self._attempt(n, record, action)
                     attempt["diagnostics"] = self._copy(n, record)
                     self.attempts.append(attempt)
-                    self.port.emit("start %d: %s" % (n, verdict_words(record)))
+                    self.access.emit("start %d: %s" % (n, verdict_words(record)))
                     if ready:
                         return self._result("ready", record, unit)
                     if self.after_failed_start is not None and self.after_failed_start(attempt, unit):
@@ -164,12 +164,12 @@ class SupervisedRestart:
                         break
                 elif (record.get("observe_only") or {}).get("words") and shown.get(("oo", record["dir"])) is None:
                     shown[("oo", record["dir"])] = True   # rule 4: said once per start, before its progress
-                    self.port.emit("start %d: %s" % (n, record["observe_only"]["words"]))
+                    self.access.emit("start %d: %s" % (n, record["observe_only"]["words"]))
                 elif record.get("progress") and shown.get(record["dir"]) != record["progress"]:
                     shown[record["dir"]] = record["progress"]
-                    self.port.emit("start %d: %s" % (n, record["progress"]))
+                    self.access.emit("start %d: %s" % (n, record["progress"]))
             if restarted_here:   # the unit state read above is from before that restart
-                self.port.sleep(self.poll_s)
+                self.access.sleep(self.poll_s)
                 continue
             # Every start still in the read window has ended (older ones, beyond RECENT_STARTS
             # or pruned by the supervisor, were counted when they ended).
@@ -177,6 +177,6 @@ class SupervisedRestart:
                 last = next(s for s in new if s["dir"] == done[-1])
                 self.attempts[-1]["action"] = "handed_over"
                 return self._result("gave_up", last, unit)
-            if self.port.clock() - began >= self.start_timeout_s:
+            if self.access.clock() - began >= self.start_timeout_s:
                 return self._result("timeout", new[-1] if new else None, unit)
-            self.port.sleep(self.poll_s)
+            self.access.sleep(self.poll_s)

@@ -70,11 +70,11 @@ class DaemonView:
                 "last_start": os.path.basename(self.last_start.get("dir") or "") or None}
 
 
-def read_daemon(port, unit, starts_dir=None):
-    """DaemonView of the daemon beside engine unit `unit`, in one probe read (port.read);
+def read_daemon(access, unit, starts_dir=None):
+    """DaemonView of the daemon beside engine unit `unit`, in one probe read (access.read);
     RuntimeError when the probe cannot answer."""
     name = daemon_unit(unit)
-    res = port.read(unit=name, unit_state=True, unit_processes=True, starts=1,
+    res = access.read(unit=name, unit_state=True, unit_processes=True, starts=1,
                     starts_dir=starts_dir or daemon_starts_dir())
     if res.get("failed") or "unit_state" not in res:
         why = res.get("msg") or (res.get("missing") or {}).get("unit_state") or "no answer"

@@ -21,7 +21,7 @@ SUPERVISOR_WINDOWS = {"stall_idle_window_s": 60, "stall_frozen_window_s": 60, "s
 
 
 class _ReplayedHost:
-    """The watch's host port serving a recorded start's observations one poll at a time."""
+    """The watch's host access serving a recorded start's observations one poll at a time."""
 
     def __init__(self, observations, poll_s):
         self.observations, self.poll_s, self.now = list(observations), poll_s, 1000.0

@@ -28,7 +28,7 @@ FALLBACK_AT_POLL = 20          # the engine says it fell back to a disk load at 
 
 
 class _ReplayedHost:
-    """The watch's host port serving a recorded start's observations one poll at a time;
+    """The watch's host access serving a recorded start's observations one poll at a time;
     at FALLBACK_AT_POLL the start's kind changes (as the supervisor's reading of the engine's
     lines changes it before the poll's estimate)."""
 

@@ -7,7 +7,7 @@ import yaml
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host import probe as probe_mod
 from ansible_collections.sglang_ops.serving.plugins.modules import sglang_probe
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared import remote_host_port
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared import remote_host_access
 
 DOC_OPTIONS = yaml.safe_load(sglang_probe.DOCUMENTATION)["options"]
 SPEC = probe_mod.argument_spec()
@@ -52,9 +52,9 @@ def test_request_problems_name_each_bad_value():
 
 def test_the_controller_sends_only_probe_options():
     args = {"unit": "u", "port": 30001, "host": "127.0.0.1", "completion_model": "k2", "api_key_file": "/etc/k.yaml"}
-    sent = remote_host_port.probe_args(args)
+    sent = remote_host_access.probe_args(args)
     assert set(sent) <= set(SPEC)
     assert sent["model"] == "k2" and sent["completion"] == "auto"
-    assert remote_host_port.probe_args(args, serves_api=False)["completion"] == "never"
+    assert remote_host_access.probe_args(args, serves_api=False)["completion"] == "never"
     with pytest.raises(ValueError, match="not sglang_probe options: want_venv"):
-        remote_host_port.checked_probe_args({"unit": "u", "want_venv": "/x"})
+        remote_host_access.checked_probe_args({"unit": "u", "want_venv": "/x"})

@@ -7,7 +7,7 @@ from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart.retry_p
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared import systemctl_verbs
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared.artifacts import RunArtifacts
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector_settings import DetectorSettings
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared.remote_host_port import RemoteHostPort, probe_args
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared.remote_host_access import RemoteHostAccess, probe_args
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart.restart_procedure import RestartOptions, RestartProcedure
 
 UNIT = "sglang-k26-ddtree"
@@ -215,7 +215,7 @@ def make_procedure(tmp_path, scripts, host=None, clock=None, probe=None, detecto
     def run_probe(module_args):
         return host.read(module_args) if module_args.get("observation") is False else probe(module_args)
 
-    port = RemoteHostPort(UNIT, host.shell, run_probe, lines.append, probe_args(args), clock=clock, sleep=clock.sleep)
+    port = RemoteHostAccess(UNIT, host.shell, run_probe, lines.append, probe_args(args), clock=clock, sleep=clock.sleep)
     options = RestartOptions(args, DetectorSettings().with_overrides(args["detector"]), Backoff(base_s=10, max_s=60),
                              random.Random(1).random, detector or new_detector)
     if server is None:

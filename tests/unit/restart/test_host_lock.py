@@ -137,12 +137,12 @@ def test_restart_holds_the_lock_while_it_runs_and_gives_it_back(tmp_path):
     seen = []
     proc, host, probe, *_ = make_procedure(tmp_path, [[progressing(), ready()]], host=host)
     proc.lock = HostLock(host.shell, holder(pid=os.getpid()), lock_dir=str(tmp_path / "run"))
-    real_probe = proc.port.run_probe
+    real_probe = proc.access.run_probe
 
     def probe_and_look(module_args):
         seen.append((tmp_path / "run" / "restart.lock").exists())
         return real_probe(module_args)
-    proc.port.run_probe = probe_and_look
+    proc.access.run_probe = probe_and_look
     res = proc.restart()
     # two observations and every read of the host, all under the lock
     assert res["outcome"] == "ready" and host.reads and seen == [True] * (2 + len(host.reads))
@@ -159,13 +159,13 @@ def test_ctrl_c_during_the_watch_records_the_run_releases_the_lock_and_touches_n
     proc, host, probe, *_ = make_procedure(tmp_path, [[progressing(), progressing(), progressing(), ready()]],
                                            host=host)
     proc.lock = HostLock(host.shell, holder(pid=os.getpid()), lock_dir=str(tmp_path / "run"))
-    real_probe = proc.port.run_probe
+    real_probe = proc.access.run_probe
 
     def probe_then_ctrl_c(module_args):
         if len(probe.calls) == 2:
             os.kill(os.getpid(), signal.SIGINT)  # what the terminal sends
         return real_probe(module_args)
-    proc.port.run_probe = probe_then_ctrl_c
+    proc.access.run_probe = probe_then_ctrl_c
     previous = signal.getsignal(signal.SIGINT)
     with pytest.raises(RunInterrupted) as err:
         interruptible(proc.restart)

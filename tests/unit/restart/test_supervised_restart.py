@@ -1,4 +1,4 @@
-"""The restart of a supervised unit, against a scripted host port: one restart, then the
+"""The restart of a supervised unit, against a scripted host access: one restart, then the
 supervisor's starts streamed from the probe's reads until one is ready or systemd leaves
 the unit failed; nothing else is ever done to the unit."""
 import json

@@ -1,12 +1,12 @@
-"""The watch's host port is a written interface (start_watch.HostPort): the controller's
-RemoteHostPort and the supervisor's _HostPort both have its methods with its parameters,
+"""The watch's host access is a written interface (start_watch.HostAccess): the controller's
+RemoteHostAccess and the supervisor's _LocalHostAccess both have its methods with its parameters,
 and what a call depends on comes in as its arguments."""
 import inspect
 
 import pytest
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services import start_watch, supervisor
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared.remote_host_port import RemoteHostPort
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared.remote_host_access import RemoteHostAccess
 
 PROTOCOL_METHODS = ("probe", "clock", "sleep", "emit")
 
@@ -16,7 +16,7 @@ def _parameters(fn):
 
 
 def _remote(calls, **probe_args):
-    return RemoteHostPort("u.service", shell=None, run_probe=lambda args: calls.append(args) or {"args": args},
+    return RemoteHostAccess("u.service", shell=None, run_probe=lambda args: calls.append(args) or {"args": args},
                           emit=lambda line: None, probe_args=dict({"unit": "u.service"}, **probe_args),
                           clock=lambda: 100.0, sleep=lambda s: None)
 
@@ -27,11 +27,11 @@ def test_the_protocol_names_exactly_what_the_watch_calls():
     assert called == set(PROTOCOL_METHODS)
 
 
-@pytest.mark.parametrize("port", [_remote([]), supervisor._HostPort(sup=None)], ids=["controller", "supervisor"])
+@pytest.mark.parametrize("port", [_remote([]), supervisor._LocalHostAccess(sup=None)], ids=["controller", "supervisor"])
 def test_each_port_conforms_to_the_protocol(port):
-    assert isinstance(port, start_watch.HostPort)
+    assert isinstance(port, start_watch.HostAccess)
     for name in PROTOCOL_METHODS:
-        wanted = _parameters(getattr(start_watch.HostPort, name))
+        wanted = _parameters(getattr(start_watch.HostAccess, name))
         member = getattr(port, name)
         have = _parameters(member)
         if inspect.ismethod(member):   # the class's own method: the protocol's names, extra ones optional

@@ -1,5 +1,5 @@
-"""The host-port of a restart driven from the controller: each call is one remote step over
-Ansible's connection. It is a start_watch.HostPort (probe, clock, sleep, emit) and adds
+"""The host access of a restart driven from the controller: each call is one remote step over
+Ansible's connection. It is a start_watch.HostAccess (probe, clock, sleep, emit) and adds
 what the restart procedure needs around the watch: read(...) for the probe's reads other
 than the observation (unit state, GPU holders, unit processes, diagnostics, the
 supervisor's start records), verb(name) for systemctl, shell(cmd, timeout_s) for the
@@ -15,7 +15,7 @@ from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared import s
 PROBE_OPTIONS = frozenset(f.name for f in dataclasses.fields(ProbeRequest))
 
 
-class RemoteHostPort:
+class RemoteHostAccess:
     def __init__(self, unit, shell, run_probe, emit, probe_args, clock=time.time, sleep=time.sleep):
         self.unit = unit
         self.shell = shell            # shell(cmd, timeout_s) -> (rc, stdout, stderr)
@@ -26,19 +26,19 @@ class RemoteHostPort:
         self._probe_args = checked_probe_args(probe_args)   # sglang_probe options of every call
 
     def with_probe_args(self, **more):
-        """The same port whose probe calls also pass `more` (e.g. venv_bin, once the restart
-        has read the unit's venv off ExecStart); this port is left as it is."""
-        return RemoteHostPort(self.unit, self.shell, self.run_probe, self.emit, dict(self._probe_args, **more),
+        """The same access whose probe calls also pass `more` (e.g. venv_bin, once the restart
+        has read the unit's venv off ExecStart); this one is left as it is."""
+        return RemoteHostAccess(self.unit, self.shell, self.run_probe, self.emit, dict(self._probe_args, **more),
                               clock=self.clock, sleep=self.sleep)
 
     def for_unit(self, unit):
-        """The same port aimed at another unit of the host (the weight cache daemon's):
+        """The same access aimed at another unit of the host (the weight cache daemon's):
         its reads and verbs name that unit."""
-        return RemoteHostPort(unit, self.shell, self.run_probe, self.emit, dict(self._probe_args, unit=unit),
+        return RemoteHostAccess(unit, self.shell, self.run_probe, self.emit, dict(self._probe_args, unit=unit),
                               clock=self.clock, sleep=self.sleep)
 
     def probe(self, cursor=None, stacks=False, since_epoch_s=None):
-        """One observation (start_watch.HostPort.probe)."""
+        """One observation (start_watch.HostAccess.probe)."""
         module_args = dict(self._probe_args, stacks=bool(stacks))
         if cursor is not None:
             module_args["cursor"] = cursor
