@@ -193,14 +193,7 @@ def test_each_file_name_in_plugins_is_used_once():
             if not (name in action_and_module and len(paths) == 2)} == {}
 
 
-def test_the_replay_lives_in_plugins_for_the_cli_and_bench():
-    assert _definitions(r"^def replay\(") == ["plugins/plugin_utils/shared/replay.py"]
-    checkout_tools = [p for folder in ("bench", "sglang_ops_cli") for p in (ROOT / folder).rglob("*.py")]
-    from_cli = [str(p.relative_to(ROOT)) for p in checkout_tools if folder_imports_cli(p)]
-    assert from_cli == []
-
-
-def folder_imports_cli(path):
-    """A bench/ file importing the CLI's modules (the CLI itself may)."""
-    return "bench" in path.relative_to(ROOT).parts[:1] and re.search(
-        r"^\s*(from|import)\s+sglang_ops_cli\b", path.read_text(encoding="utf-8"), re.M) is not None
+def test_the_replay_has_one_home_in_plugins():
+    """The CLI's replay, the benchmarks and the report all replay through plugin_utils/shared/replay.py
+    (tests/unit/cli/test_settings_parse_point.py checks the checkout's tools import it from there)."""
+    assert _definitions(r"^def replay\(|^def assessments\(") == ["plugins/plugin_utils/shared/replay.py"]

@@ -23,6 +23,7 @@ from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report.incident
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report.report_markdown import render_markdown
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report.timeline_svg import render_svg
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import read_trace
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared import replay
 
 REPORT_MD = "report.md"
 REPORT_JSON = "report.json"
@@ -33,24 +34,6 @@ MAX_DIAGNOSTIC_BYTES = 4 * 2**20
 
 class ReportInputError(ValueError):
     """The input is not a trace or run directory the report can be built from."""
-
-
-def replay(header, observations, settings=None):
-    """The detector's assessment (as a dict) for every observation, in order: for a trace
-    that does not carry the watcher's own assessments."""
-    from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector import Detector
-    from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector_settings import (
-        DetectorSettings, from_overrides)
-
-    base = DetectorSettings()
-    if settings:
-        try:
-            base = from_overrides(settings)
-        except (ValueError, TypeError):
-            # settings from a newer or older release: replay with today's defaults
-            base = DetectorSettings()
-    det = Detector(base)
-    return [det.observe(obs).to_dict() for obs in observations]
 
 
 def _stored_assessments(observations):
@@ -197,7 +180,7 @@ def _attempt_trace(run_dir, attempt, settings):
     if not attempt.get("trace") or not os.path.exists(os.path.join(run_dir, attempt["trace"])):
         return {}, [], []
     header, observations = _load_trace(os.path.join(run_dir, attempt["trace"]))
-    return header, observations, _stored_assessments(observations) or replay(header, observations, settings)
+    return header, observations, _stored_assessments(observations) or replay.assessments(observations, replay.settings_or_defaults(settings))
 
 
 def daemon_start_traces(run_dir, run):
@@ -252,7 +235,7 @@ write_run_report = write_incident_report
 def write_trace_report(trace_path, out_dir, runbook_path=None):
     """Build the report of a bare trace into out_dir, with a redacted copy of the trace."""
     header, observations = _load_trace(trace_path)
-    assessments = _stored_assessments(observations) or replay(header, observations)
+    assessments = _stored_assessments(observations) or replay.assessments(observations, replay.settings_or_defaults(None))
     runbook_path = runbook_path or runbook_mod.default_runbook_path()
     incident = build_incident(header, observations, assessments, run=None,
                               runbook=_runbook(runbook_path), trace_files=[TRACE_COPY])

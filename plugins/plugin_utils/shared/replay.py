@@ -23,6 +23,24 @@ def parse_overrides(pairs):
     return out
 
 
+def assessments(observations, settings):
+    """The detector's assessment (as a dict) of every observation, in order, past a final
+    one too: the report of a trace that does not carry the watch's own assessments."""
+    det = Detector(settings)
+    return [det.observe(obs).to_dict() for obs in observations]
+
+
+def settings_or_defaults(recorded):
+    """The DetectorSettings a trace or run recorded (overrides of the defaults); today's
+    defaults when it recorded none, or ones from a release that named them otherwise."""
+    if recorded:
+        try:
+            return from_overrides(recorded)
+        except (ValueError, TypeError):
+            pass
+    return DetectorSettings()
+
+
 def replay(header, observations, settings, on_assessment=None):
     """The verdict dict of the replay contract for one trace; on_assessment(assessment,
     observation) after each observation."""

@@ -7,7 +7,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report.incident_model import fmt_t
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report.incident_report import replay, write_trace_report
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report.incident_report import write_trace_report
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared.replay import assessments, settings_or_defaults
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import read_trace
 
 from ansible_collections.sglang_ops.serving.tests.unit.report.report_fixtures import corpus_trace_paths, runbook_sections
@@ -17,7 +18,7 @@ TRACES = corpus_trace_paths()
 
 def _decision(path):
     header, observations = read_trace(path)
-    for a in replay(header, observations):
+    for a in assessments(observations, settings_or_defaults(None)):
         if a["final"]:
             return header, a
     return header, None

@@ -135,7 +135,7 @@ def test_drill_blocks_are_read_after_their_marker_and_dedented():
 
 
 def test_the_block_reader_fails_on_a_missing_block():
-    script = os.path.join(ROOT, "plugins", "plugin_utils", "runbook.py")
+    script = os.path.join(ROOT, "plugins", "plugin_utils", "report", "runbook.py")
     ok = subprocess.run([sys.executable, script, RUNBOOK, "hold"], capture_output=True, text=True, check=False)
     assert ok.returncode == 0 and "sglang-ops-hold.conf" in ok.stdout, ok.stderr
     missing = subprocess.run([sys.executable, script, RUNBOOK, "no-such-procedure"], capture_output=True, text=True,

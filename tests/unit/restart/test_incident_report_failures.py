@@ -6,7 +6,7 @@ import sys
 from ansible_collections.sglang_ops.serving.tests.unit.restart.restart_fakes import make_procedure, stalled
 
 PLUGIN_UTILS = "ansible_collections.sglang_ops.serving.plugins.plugin_utils"
-WRITER = PLUGIN_UTILS + ".incident_report"
+WRITER = PLUGIN_UTILS + ".report.incident_report"
 
 
 def hand_over(tmp_path):
@@ -17,12 +17,12 @@ def hand_over(tmp_path):
 def break_import(monkeypatch, module):
     """The report writer imported afresh, with `module` (a link of its import chain) broken."""
     monkeypatch.delitem(sys.modules, WRITER, raising=False)
-    monkeypatch.delattr(importlib.import_module(PLUGIN_UTILS), "incident_report", raising=False)
+    monkeypatch.delattr(importlib.import_module(PLUGIN_UTILS + ".report"), "incident_report", raising=False)
     monkeypatch.setitem(sys.modules, module, None)
 
 
 def test_a_broken_import_in_the_report_chain_is_named_in_the_output_and_the_result(tmp_path, monkeypatch):
-    break_import(monkeypatch, PLUGIN_UTILS + ".timeline_svg")
+    break_import(monkeypatch, PLUGIN_UTILS + ".report.timeline_svg")
     res, lines = hand_over(tmp_path)
     assert res["outcome"] == "gave_up" and res["report"] is None
     assert res["report_error"].startswith("incident report could not be written: ModuleNotFoundError: ")
