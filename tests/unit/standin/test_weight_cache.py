@@ -291,7 +291,9 @@ def test_server_attaches_to_ready_daemons_instead_of_reading_the_weights(daemon,
     elapsed = [float(x) for x in re.findall(r"Load weight end\. elapsed=([\d.]+) s", out)]
     loaded = [float(x) for x in re.findall(r"Model loaded from disk in ([\d.]+)s", d.output())]
     assert max(elapsed) < 1.0 < 2.0 <= min(loaded)
-    assert all(read_bytes(p) < 64 * 1024 for p in s.ranks().values())
+    # less than one 1 MiB shard from disk (imports may come from disk on a busy machine; the
+    # weights would be two shards per rank)
+    assert all(read_bytes(p) < 1024 * 1024 for p in s.ranks().values())
     held = {}
     for app in query_apps(wc_env):
         held.setdefault(app["pid"], 0)
