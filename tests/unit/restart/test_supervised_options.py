@@ -4,8 +4,9 @@ supervisor decides instead (detector, max_attempts, backoff, stop timeouts) are 
 naming each and the role variable that does the same."""
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart.restart_procedure import (
-    RemoteStepFailed, RestartOptions, supervised_option_problem)
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart.preflight import supervised_option_problem
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart.restart_procedure import RestartOptions
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart.restart_run import RemoteStepFailed
 
 from ansible_collections.sglang_ops.serving.tests.unit.restart.restart_fakes import (
     SUPERVISED_OPTION_DEFAULTS, SupervisedHost, holder, make_procedure)

@@ -1,7 +1,7 @@
 """A supervised run carries its time to ready against the host's earlier ready starts,
 as the supervisor recorded them, and the summary line and report say it."""
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared.artifacts import RunArtifacts
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart.restart_procedure import _time_to_ready_words
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart.run_ending import time_to_ready_words
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart.supervised_restart import SupervisedRestart
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services.start_outlook import start_time_to_ready
 from ansible_collections.sglang_ops.serving.tests.unit.restart.test_supervised_restart import ROOT, ScriptedPort
@@ -25,7 +25,7 @@ def test_a_ready_supervised_start_is_compared_with_the_earlier_ready_starts_of_t
     assert ttr["history_starts"] == 3 and ttr["usual_total_s"] == 300.0 and ttr["ready_after_s"] == 500.0
     assert ttr["slower_than_usual"] == [{"phase": "weight_load", "took_s": 300.0, "usual_s": 100.0}]
     assert [p["phase"] for p in ttr["phases"]] == ["starting", "weight_load", "post_load"]
-    assert _time_to_ready_words(ttr) == \
+    assert time_to_ready_words(ttr) == \
         "time to ready 8m20s (usual 5m00s); slower than usual: weight_load 5m00s (usual 1m40s); "
 
 
@@ -43,5 +43,5 @@ def test_a_start_that_did_not_become_ready_has_no_time_to_ready_but_its_slow_pha
     failed = {"dir": ROOT + "/20261129T030000Z-103", "verdict": "stalled", "reason_code": "stall_idle",
               "phase_durations": {"starting": 5.0, "weight_load": 480.0}}
     ttr = start_time_to_ready(failed, [_ready("20261129T010000Z-101", 300.0, USUAL)])
-    assert ttr["ready_after_s"] is None and _time_to_ready_words(ttr) == ""
+    assert ttr["ready_after_s"] is None and time_to_ready_words(ttr) == ""
     assert ttr["slower_than_usual"] == [{"phase": "weight_load", "took_s": 480.0, "usual_s": 100.0}]

@@ -10,7 +10,7 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.host import sys
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import weight_cache
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared import host_checks
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart import weight_cache_step
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart.restart_procedure import RemoteStepFailed
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart.restart_run import RemoteStepFailed
 
 from ansible_collections.sglang_ops.serving.tests.unit.restart.restart_fakes import (
     UNIT, VENV, FakeHost, holder, make_procedure, progressing, ready, stalled)
