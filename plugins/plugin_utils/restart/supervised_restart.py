@@ -67,7 +67,6 @@ def _elapsed_s(record):
     return 0.0
 
 
-
 class SupervisedRestart:
     """Restart once, then follow the supervisor's starts until one is ready or systemd
     leaves the unit failed. access: the restart's HostAccess (read, verb, emit, clock, sleep);

@@ -75,7 +75,7 @@ def read_daemon(access, unit, starts_dir=None):
     RuntimeError when the probe cannot answer."""
     name = daemon_unit(unit)
     res = access.read(unit=name, unit_state=True, unit_processes=True, starts=1,
-                    starts_dir=starts_dir or daemon_starts_dir())
+                      starts_dir=starts_dir or daemon_starts_dir())
     if res.get("failed") or "unit_state" not in res:
         why = res.get("msg") or (res.get("missing") or {}).get("unit_state") or "no answer"
         raise RuntimeError("reading the weight cache daemon %s failed: %s" % (name, why))
