@@ -1,12 +1,18 @@
 # Controller side of sglang_ops.serving.sglang_restart (documented in
 # plugins/modules/sglang_restart.py). A module cannot stream output, so like
 # ansible.builtin.reboot the run stays on the controller and drives small remote steps
-# (shell snippets and sglang_probe calls). This file checks the options, takes the
-# artifacts folder, the host lock and, for one node of a server, the nodes' meeting
-# point, then hands the run to plugin_utils/restart/restart_procedure.py: RestartProcedure.restart
-# (preflight, stop, start, watch, decide; on a supervised unit one restart followed), or
-# in check mode RestartProcedure.observe_once (the same preflight decisions, one
-# observation, what a restart would do).
+# (shell snippets and sglang_probe calls). This file checks the options, sets up the
+# artifacts folder and, for one node of a server, the nodes' meeting point, builds the
+# host lock and the host access over Ansible's connection, then hands the run to
+# plugin_utils/restart/restart_procedure.py: RestartProcedure.restart (the host lock taken;
+# preflight, then the playbook's own attempts or, on a supervised unit, one restart
+# followed), or in check mode RestartProcedure.observe_once (the same preflight decisions,
+# one observation, what a restart would do). It reports the outcome, a lost host as
+# unreachable. Stopping the unit is the procedure's (plugin_utils/restart/unit_stop.py):
+# `systemctl stop` bounded by stop_timeout_s when it ends a serving instance and by the
+# shorter of stop_timeout_s and failed_stop_timeout_s when it ends a failed start, then
+# SIGKILL to the unit's processes when that stop fails or times out, and again while any
+# is left (up to release_timeout_s).
 import os
 import random
 import shlex
@@ -27,7 +33,8 @@ from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart import 
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared import remote_host_access
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared.artifacts import RunArtifacts, default_artifacts_root, iso_utc
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart.restart_procedure import (
-    RemoteStepFailed, RestartOptions, RestartProcedure, RunInterrupted, interruptible)
+    RestartOptions, RestartProcedure, RunInterrupted, interruptible)
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart.restart_run import RemoteStepFailed
 
 display = Display()
 
@@ -41,8 +48,9 @@ ARGUMENT_SPEC = {
     "poll_s": {"type": "float", "default": start_watch.POLL_S},
     "max_attempts": {"type": "int", "default": 3},
     "start_timeout_s": {"type": "float", "default": start_watch.START_TIMEOUT_S},
-    # Past the unit's TimeoutStopSec=: systemd's own SIGKILL comes first.
+    # Past the role's TimeoutStopSec= (service_defaults): systemd's own SIGKILL comes first.
     "stop_timeout_s": {"type": "float", "default": service_defaults.STOP_TIMEOUT_S},
+    # Shorter than TimeoutStopSec=: the processes of a failed start get SIGKILL from the task.
     "failed_stop_timeout_s": {"type": "float", "default": 20.0},
     "release_timeout_s": {"type": "float", "default": 120.0},
     "gpu_idle_mib": {"type": "int", "default": 1024},
@@ -78,25 +86,28 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         del tmp
         dummy_valid, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        problems = _arg_problems(args)
-        settings = supervisor_settings = None
-        try:
-            settings = from_overrides(dict(args["detector"] or {}))
-        except ValueError as exc:
-            problems.append("detector settings: %s" % exc)
-        try:
-            supervisor_settings = from_overrides(dict(args["supervisor_detector"] or {}))
-        except ValueError as exc:
-            problems.append("supervisor_detector settings: %s" % exc)
-        if problems:  # all of them at once, before anything runs on the host
-            raise AnsibleActionFail("sglang_restart: " + "; ".join(problems))
-
+        settings, supervisor_settings = _checked_settings(args)
         host = task_vars.get("inventory_hostname", "unknown")
         server_problem = _server_problem(args["server"], host)
         if server_problem:
             raise AnsibleActionFail("sglang_restart: " + server_problem)
-        root = args["artifacts_dir"] or default_artifacts_root(task_vars.get("playbook_dir"))
         started_epoch_s = time.time()
+        procedure = self._procedure(args, settings, host, task_vars, started_epoch_s)
+        result.update(self._drive(procedure, supervisor_settings))
+        if result.get("failed") and getattr(self, "_connection_lost", None) and \
+                result.get("reason_code") in UNREACHABLE_CODES:
+            # The run ended because the host stopped answering: Ansible's unreachable (the
+            # recap's unreachable=1, exit 4 of ansible-playbook and of bin/sglang-ops).
+            del result["failed"]
+            result["unreachable"] = True
+        result["elapsed"] = round(time.time() - started_epoch_s, 1)
+        result["started"] = iso_utc(started_epoch_s)
+        return result
+
+    def _procedure(self, args, settings, host, task_vars, started_epoch_s):
+        """The RestartProcedure of this host: its artifacts folder (inside the server's for
+        one node of a server), host lock, host access over Ansible and prewarm."""
+        root = args["artifacts_dir"] or default_artifacts_root(task_vars.get("playbook_dir"))
         server = None
         if args["server"]:
             spec = args["server"]
@@ -121,29 +132,33 @@ class ActionModule(ActionBase):
                                                                       max_s=args["backoff_max_s"]),
                                  random.Random().random,
                                  defaults={name: spec.get("default") for name, spec in ARGUMENT_SPEC.items()})
-        procedure = RestartProcedure(
+        return RestartProcedure(
             host, options, access, artifacts, lock=lock, server=server,
             prewarm=lambda options, step_s, max_total_s: prewarm_step.prewarm(
                 lambda module_args: self._execute_module(module_name=prewarm_step.PREWARM_MODULE,
                                                          module_args=module_args, task_vars=task_vars),
                 emit, options, step_s, max_total_s))
+
+    def _drive(self, procedure, supervisor_settings):
+        """The procedure run (or observed, in check mode); its outcome, an interruption's
+        included. Anything else that ends it is recorded in run.json, then raised."""
+        server, artifacts = procedure.server, procedure.artifacts
         try:
             if self._task.check_mode:
                 # A supervised unit's starts are decided with its supervisor's settings.
-                outcome = procedure.observe_once(supervised_settings=supervisor_settings)
-            else:
-                # Ansible's worker dies on SIGINT/SIGTERM without unwinding; this way the
-                # run records the interruption and gives the host lock back first.
-                outcome = interruptible(procedure.restart)
+                return procedure.observe_once(supervised_settings=supervisor_settings)
+            # Ansible's worker dies on SIGINT/SIGTERM without unwinding; this way the
+            # run records the interruption and gives the host lock back first.
+            return interruptible(procedure.restart)
         except RemoteStepFailed as exc:
-            outcome = procedure.give_up_on_error(str(exc))
+            return procedure.give_up_on_error(str(exc))
         except RunInterrupted as exc:
             if server is not None:
                 server.abort("interrupted", "interrupted by %s" % exc.signame)
-            outcome = {"failed": True, "outcome": "interrupted", "artifacts": artifacts.path,
-                       "run_json": artifacts.abspath("run.json"), "changed": procedure.changed,
-                       "msg": "%s: interrupted by %s during %s; %s was left as it was. Artifacts: %s" % (
-                           host, exc.signame, procedure.stage, args["unit"], artifacts.path)}
+            return {"failed": True, "outcome": "interrupted", "artifacts": artifacts.path,
+                    "run_json": artifacts.abspath("run.json"), "changed": procedure.changed,
+                    "msg": "%s: interrupted by %s during %s; %s was left as it was. Artifacts: %s" % (
+                        procedure.host, exc.signame, procedure.stage, procedure.args["unit"], artifacts.path)}
         except BaseException as exc:  # unreachable host, a bug: keep run.json true to what happened
             procedure.note_interrupted("%s: %s" % (type(exc).__name__, exc))
             if server is not None:
@@ -151,16 +166,6 @@ class ActionModule(ActionBase):
             raise
         finally:
             self._remove_tmp_path(self._connection._shell.tmpdir)
-        result.update(outcome)
-        if result.get("failed") and getattr(self, "_connection_lost", None) and \
-                result.get("reason_code") in UNREACHABLE_CODES:
-            # The run ended because the host stopped answering: Ansible's unreachable (the
-            # recap's unreachable=1, exit 4 of ansible-playbook and of bin/sglang-ops).
-            del result["failed"]
-            result["unreachable"] = True
-        result["elapsed"] = round(time.time() - started_epoch_s, 1)
-        result["started"] = iso_utc(started_epoch_s)
-        return result
 
     def _shell_step(self, cmd, timeout_s=None):
         """Run a shell snippet on the target; (rc, stdout, stderr)."""
@@ -206,6 +211,24 @@ OPTION_RANGES = (
     ("gpu_idle_mib", 0, 16 * 2**20, True),
 )
 PREWARM_LOOP_RANGES = (("step_s", 0, 3600, False), ("max_total_s", 0, 86400, True))
+
+
+def _checked_settings(args):
+    """(detector settings, the supervisor's detector settings) of the task; AnsibleActionFail
+    naming every problem of the options at once, before anything runs on the host."""
+    problems = _arg_problems(args)
+    settings = supervisor_settings = None
+    try:
+        settings = from_overrides(dict(args["detector"] or {}))
+    except ValueError as exc:
+        problems.append("detector settings: %s" % exc)
+    try:
+        supervisor_settings = from_overrides(dict(args["supervisor_detector"] or {}))
+    except ValueError as exc:
+        problems.append("supervisor_detector settings: %s" % exc)
+    if problems:
+        raise AnsibleActionFail("sglang_restart: " + "; ".join(problems))
+    return settings, supervisor_settings
 
 
 def _server_problem(server, host):
