@@ -65,73 +65,92 @@ def _segments(paths):
 def warm(paths, threads=8, read_block_bytes=16 << 20, max_duration_s=0.0, clock=time.monotonic):
     """Read the files' non-resident segments; after max_duration_s (0: no limit) start
     no new read. Returns ReadStats."""
-    work = queue.Queue()
-    for segment in _segments(paths):
-        work.put(segment)
-    start = clock()
-    deadline = start + max_duration_s if max_duration_s > 0 else None
-    lock = threading.Lock()
-    totals = {"read": 0, "skipped": 0, "held": 0}
-    errors = []
-    fds = {}
+    warming = _Warming(paths, read_block_bytes, max_duration_s, clock)
+    warming.run(threads)
+    totals = warming.totals
+    return ReadStats(totals["read"], totals["skipped"], clock() - warming.start,
+                     warming.work.qsize() + totals["held"])
 
-    def fd_for(path):
-        with lock:
-            if path not in fds:
-                fds[path] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-            return fds[path]
 
-    def worker():
-        buf = bytearray(read_block_bytes)
-        view = memoryview(buf)
+class _Warming:
+    """One call of warm(): the segments left to read, one descriptor per file, the time
+    budget, and what the worker threads that share them read, skipped and held back."""
+
+    def __init__(self, paths, read_block_bytes, max_duration_s, clock):
+        self.work = queue.Queue()
+        for segment in _segments(paths):
+            self.work.put(segment)
+        self.read_block_bytes, self.clock = read_block_bytes, clock
+        self.start = clock()
+        self.deadline = self.start + max_duration_s if max_duration_s > 0 else None
+        self.lock = threading.Lock()
+        self.totals = {"read": 0, "skipped": 0, "held": 0}
+        self.errors = []
+        self.fds = {}
+
+    def run(self, threads):
+        """The workers until every segment is read, skipped or held back by the budget;
+        every file closed; the first error raised."""
+        pool = [threading.Thread(target=self._worker, daemon=True) for dummy in range(max(1, threads))]
+        try:
+            for t in pool:
+                t.start()
+            for t in pool:
+                t.join()
+        finally:
+            for fd in self.fds.values():
+                os.close(fd)
+        if self.errors:
+            raise self.errors[0]
+
+    def _fd_for(self, path):
+        with self.lock:
+            if path not in self.fds:
+                self.fds[path] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            return self.fds[path]
+
+    def _worker(self):
+        view = memoryview(bytearray(self.read_block_bytes))
         read = skipped = held = 0
         first_read = True
         try:
             while True:
                 try:
-                    path, offset, length = work.get_nowait()
+                    path, offset, length = self.work.get_nowait()
                 except queue.Empty:
                     break
-                fd = fd_for(path)
+                fd = self._fd_for(path)
                 runs = page_cache.missing_runs(fd, offset, length)
                 if not runs:
                     skipped += length
                     continue
                 # The deadline applies to reads only, and each worker reads at least one
                 # segment, so a call always makes progress however short its budget.
-                if not first_read and deadline is not None and clock() >= deadline:
+                if not first_read and self.deadline is not None and self.clock() >= self.deadline:
                     held = 1
                     break
                 first_read = False
                 skipped += length - sum(n for dummy_pos, n in runs)
-                for pos, n_left in runs:
-                    while n_left > 0:
-                        n = os.preadv(fd, [view[:min(read_block_bytes, n_left)]], pos)
-                        if n <= 0:
-                            break  # the file shrank under us; nothing more to read here
-                        pos += n
-                        n_left -= n
-                        read += n
+                read += self._read_runs(fd, runs, view)
         except OSError as exc:
-            errors.append(exc)
-        with lock:
-            totals["read"] += read
-            totals["skipped"] += skipped
-            totals["held"] += held
+            self.errors.append(exc)
+        with self.lock:
+            self.totals["read"] += read
+            self.totals["skipped"] += skipped
+            self.totals["held"] += held
 
-    pool = [threading.Thread(target=worker, daemon=True) for dummy in range(max(1, threads))]
-    try:
-        for t in pool:
-            t.start()
-        for t in pool:
-            t.join()
-    finally:
-        for fd in fds.values():
-            os.close(fd)
-    if errors:
-        raise errors[0]
-    return ReadStats(totals["read"], totals["skipped"], clock() - start,
-                     work.qsize() + totals["held"])
+    def _read_runs(self, fd, runs, view):
+        """Read the runs ((offset, length) of fd) with large preads into view; the bytes read."""
+        read = 0
+        for pos, n_left in runs:
+            while n_left > 0:
+                n = os.preadv(fd, [view[:min(self.read_block_bytes, n_left)]], pos)
+                if n <= 0:
+                    break  # the file shrank under us; nothing more to read here
+                pos += n
+                n_left -= n
+                read += n
+        return read
 
 
 def model_residency(roots, include=DEFAULT_INCLUDE):
