@@ -4,7 +4,7 @@ import os
 import types
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services import log_pump
-from ansible_collections.sglang_ops.serving.plugins.module_utils.services.supervisor import Supervisor
+from ansible_collections.sglang_ops.serving.plugins.module_utils.services.serving_liveness import exit_after_ready
 
 DAEMON_DIED_LINE = (b"[2026-12-01 10:00:05 TP3] [IpcModelLoader] Weight cache daemon (pid=4242) died while this "
                     b"engine holds its weights via CUDA IPC. The mapped weight pointers are now dangling; continuing "
@@ -19,8 +19,8 @@ def _exited_server(output, returncode=-9):
     pump.start()
     os.write(write_fd, output)
     os.close(write_fd)
-    view = types.SimpleNamespace(pump=pump, child=types.SimpleNamespace(returncode=returncode))
-    code, words = Supervisor._exit_after_ready(view)
+    server = types.SimpleNamespace(pump=pump, child=types.SimpleNamespace(returncode=returncode))
+    code, words = exit_after_ready(server)
     os.close(sink)
     return code, words
 

@@ -11,6 +11,7 @@ import time
 from http.server import BaseHTTPRequestHandler
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import failure_classes as fc
+from ansible_collections.sglang_ops.serving.plugins.module_utils.services import serving_liveness
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services import supervisor as sup_mod
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services.supervisor_settings import SupervisorSettings
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import read_trace
@@ -144,7 +145,7 @@ def _check_auth_mismatch(server, tmp_path):
     out_path = tmp_path / "journal.txt"
     with open(out_path, "wb") as out:
         sup = sup_mod.Supervisor(settings, [], notifier=_Recorder(), out_fd=out.fileno())
-        sup.child = subprocess.Popen(["sleep", "30"])
+        sup.server.child = subprocess.Popen(["sleep", "30"])
         sup.api_key = "sk-the-key-it-started-with"
         ended = []
         thread = threading.Thread(target=lambda: ended.append(_serve_until_stopped(sup)))
@@ -154,14 +155,14 @@ def _check_auth_mismatch(server, tmp_path):
             time.sleep(0.05)
         sup.stop_requested.set()
         thread.join(10)
-        sup.kill_child()
+        sup.server.kill()
     assert ended == ["stopped"]                                  # never hang_after_ready
     assert len(sup.notify.sent) >= 6 and all(m.get("WATCHDOG") == 1 for m in sup.notify.sent)
     assert all("auth_mismatch: completion refused with 401" in m["STATUS"] for m in sup.notify.sent)
     journal = out_path.read_text()
     assert journal.count("warning: auth_mismatch") == 1 and "missed" not in journal, journal
-    assert sup_mod.liveness_state({"ok": False, "status": 403}, False) == "auth_mismatch"
-    assert sup_mod.liveness_state({"ok": False, "status": 503}, False) == "miss"
+    assert serving_liveness.liveness_state({"ok": False, "status": 403}, False) == "auth_mismatch"
+    assert serving_liveness.liveness_state({"ok": False, "status": 503}, False) == "miss"
 
 
 def _serve_until_stopped(sup):
