@@ -197,3 +197,10 @@ def test_the_replay_has_one_home_in_plugins():
     """The CLI's replay, the benchmarks and the report all replay through plugin_utils/shared/replay.py
     (tests/unit/cli/test_settings_parse_point.py checks the checkout's tools import it from there)."""
     assert _definitions(r"^def replay\(|^def assessments\(") == ["plugins/plugin_utils/shared/replay.py"]
+
+
+def test_the_role_installs_every_layer_of_module_utils():
+    """roles/sglang_service copies these subpackages to the host (and removes any other)."""
+    role_vars = (ROOT / "roles" / "sglang_service" / "vars" / "main.yml").read_text(encoding="utf-8")
+    installed = re.search(r"^_sglang_service_module_utils_packages: \[(.*)\]$", role_vars, re.M)
+    assert installed and [p.strip() for p in installed.group(1).split(",")] == LAYERS
