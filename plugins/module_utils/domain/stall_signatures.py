@@ -34,7 +34,7 @@ class Silence:
     cpu_pct: object = None       # the unit's CPU rate at its last reading, None before one
     cpu_known: bool = False      # a CPU reading within signal_stale_s
     cpu_idle: object = None      # the detector's idle test (its rate, or its learned floor); None: below cpu_idle_pct
-    gpus: object = None          # the GPU sample within signal_stale_s (detector._GpuSample), or None
+    gpus: object = None          # the GPU sample within signal_stale_s (gpu_readings.GpuSample), or None
     gpu_active_t: object = None  # the last poll with kernels coming and going
     gpu_run: int = 0             # polls in a row with a GPU reading, this one included
     smi_since: object = None     # first nvidia-smi timeout of the current run of them

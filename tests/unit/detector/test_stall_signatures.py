@@ -1,6 +1,6 @@
 """Rules 3 and 5 on their own unit: which stall signature holds, for how long, and the
 rule that decided, given what the detector has seen on polls without progress."""
-from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector import _GpuSample
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.gpu_readings import GpuSample
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector_settings import DetectorSettings
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.stall_signatures import Silence, StallSignatures
 
@@ -9,11 +9,11 @@ PARKED = ("futex_wait (threading.py:320)", "recv (nccl.py:12)", "run (scheduler.
 
 
 def gpus_idle(t, count=8):
-    return _GpuSample(t, count, 8000.0, 640000.0, 0.0, [], True, False, False)
+    return GpuSample(t, count, 8000.0, 640000.0, 0.0, [], True, False, False)
 
 
 def gpus_spinning(t, count=8, at_idle_power=False):
-    return _GpuSample(t, count, 8000.0, 640000.0, 100.0, list(range(count)), False, False, at_idle_power)
+    return GpuSample(t, count, 8000.0, 640000.0, 100.0, list(range(count)), False, False, at_idle_power)
 
 
 def silent_polls(until_s, sig=None, **seen):
