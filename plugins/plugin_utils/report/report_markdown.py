@@ -50,6 +50,19 @@ def _time_to_ready(ttr):
 
 
 def render_markdown(inc, chart_name="timeline.svg", trace_names=(), runbook_href="docs/runbook.md"):
+    """The report, section by section: the headline and summary, what to do next, the
+    evidence, what automation did, the timeline and the diagnostics."""
+    out = _headline(inc, chart_name, trace_names)
+    out += _what_to_do_next(inc, runbook_href)
+    out += _evidence(inc)
+    out += _what_automation_did(inc)
+    out += _timeline(inc)
+    out += _diagnostics(inc)
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _headline(inc, chart_name, trace_names):
+    """The title, the five summary lines and the files the report links."""
     out = ["# " + _title(inc), ""]
     out += ["%d. %s" % (i, line) for i, line in enumerate(inc.summary, 1)]
     out.append("")
@@ -59,8 +72,12 @@ def render_markdown(inc, chart_name="timeline.svg", trace_names=(), runbook_href
     if inc.description:
         out.append("Trace description: %s" % inc.description)
     out.append("")
+    return out
 
-    out += ["## What to do next", ""]
+
+def _what_to_do_next(inc, runbook_href):
+    """The runbook section of the reason code, after the start limit's when systemd's limit ended the run."""
+    out = ["## What to do next", ""]
     ns = inc.next_steps
     if ns is None:
         if inc.verdict == "ready":
@@ -68,13 +85,7 @@ def render_markdown(inc, chart_name="timeline.svg", trace_names=(), runbook_href
         else:
             out.append("No runbook section for `%s`; start with [reading a report](%s#reading-a-report)." % (inc.reason_code, runbook_href))
     else:
-        limit = inc.start_limit
-        if limit is not None:
-            out.append("systemd's start limit stopped the restarts: the unit stays down, a reboot's start "
-                       "included, until the limit is cleared. First find and fix the cause (below, from "
-                       "[%s](%s#%s)); then clear the limit as [%s](%s#%s) says:" % (
-                           ns.title, runbook_href, ns.anchor, limit.title, runbook_href, limit.anchor))
-            out += ["", _relink(limit.steps, runbook_href), ""]
+        out += _start_limit(inc, runbook_href)
         out.append("From the runbook, [%s](%s#%s) (`%s`)." % (ns.title, runbook_href, ns.anchor, ns.anchor))
         if inc.restart_helps is not None:
             out.append("")
@@ -83,12 +94,31 @@ def render_markdown(inc, chart_name="timeline.svg", trace_names=(), runbook_href
             if text:
                 out += ["", "### " + heading, "", _relink(text, runbook_href)]
     out.append("")
+    return out
 
-    out += ["## Evidence", ""]
+
+def _start_limit(inc, runbook_href):
+    """How to clear systemd's start limit, when it ended the run; else nothing."""
+    ns, limit = inc.next_steps, inc.start_limit
+    if limit is None:
+        return []
+    return ["systemd's start limit stopped the restarts: the unit stays down, a reboot's start "
+            "included, until the limit is cleared. First find and fix the cause (below, from "
+            "[%s](%s#%s)); then clear the limit as [%s](%s#%s) says:" % (
+                ns.title, runbook_href, ns.anchor, limit.title, runbook_href, limit.anchor),
+            "", _relink(limit.steps, runbook_href), ""]
+
+
+def _evidence(inc):
+    out = ["## Evidence", ""]
     out += ["- " + e for e in inc.evidence] or ["- none recorded"]
     out.append("")
+    return out
 
-    out += ["## What automation did", "", inc.automation, ""]
+
+def _what_automation_did(inc):
+    """The automation's story and, for a restart run, a table of its attempts."""
+    out = ["## What automation did", "", inc.automation, ""]
     if inc.attempts:
         out += ["| attempt | verdict | phase | at | reason code | action | reason |",
                 "| --- | --- | --- | --- | --- | --- | --- |"]
@@ -96,9 +126,13 @@ def render_markdown(inc, chart_name="timeline.svg", trace_names=(), runbook_href
             out.append("| %d | %s | %s | %s | `%s` | %s | %s |" % (
                 a.n, a.verdict, a.phase, fmt_t(a.t), a.reason_code, a.action, _cell(a.reason)))
         out.append("")
+    return out
 
-    out += ["## Timeline", "", "### Phases", "",
-            "| phase | from | to | duration |", "| --- | --- | --- | --- |"]
+
+def _timeline(inc):
+    """The phases' table, the time to ready, then the events and journal lines."""
+    out = ["## Timeline", "", "### Phases", "",
+           "| phase | from | to | duration |", "| --- | --- | --- | --- |"]
     for p in inc.phases:
         out.append("| %s | %s | %s | %s |" % (p.phase, fmt_t(p.start_t), fmt_t(p.end_t), fmt_duration(p.duration_s)))
     out += _time_to_ready(inc.time_to_ready)
@@ -107,18 +141,26 @@ def render_markdown(inc, chart_name="timeline.svg", trace_names=(), runbook_href
                 "run (t+0 = when attempt 1's watch began)" if inc.run_offset_s else
                 "watch (t+0 = when the watch began)"), "",
             "| at | event |", "| --- | --- |"]
-    for e in inc.timeline:
-        text = _cell(e.text)
-        if e.kind == "log":
-            text = "`%s`" % text.replace("`", "'")
-            if e.note:
-                text += " — " + _cell(e.note)
-        elif e.kind in ("phase", "decision"):
-            text = "**%s**" % text
-        out.append("| %s | %s |" % (fmt_t(e.t), text))
+    out += ["| %s | %s |" % (fmt_t(e.t), _event_cell(e)) for e in inc.timeline]
     out.append("")
+    return out
 
-    out += ["## Diagnostics", ""]
+
+def _event_cell(entry):
+    """One timeline entry's text as its table cell: a journal line as code, a phase or the decision in bold."""
+    text = _cell(entry.text)
+    if entry.kind == "log":
+        text = "`%s`" % text.replace("`", "'")
+        if entry.note:
+            text += " — " + _cell(entry.note)
+    elif entry.kind in ("phase", "decision"):
+        text = "**%s**" % text
+    return text
+
+
+def _diagnostics(inc):
+    """An excerpt of each captured diagnostics file, fenced."""
+    out = ["## Diagnostics", ""]
     if not inc.diagnostics:
         out.append("None captured (a bare trace carries none; the restart playbook captures them "
                    "before restarting or handing over).")
@@ -127,4 +169,4 @@ def render_markdown(inc, chart_name="timeline.svg", trace_names=(), runbook_href
         note = "" if ex.lines_shown == ex.lines_total else " (%s %d of %d lines)" % (which, ex.lines_shown, ex.lines_total)
         fence = _fence(ex.text)
         out += ["### %s%s" % (ex.name, note), "", fence, ex.text, fence, ""]
-    return "\n".join(out).rstrip() + "\n"
+    return out
