@@ -56,6 +56,18 @@ class Judgement:
     want_stacks: bool = False
 
 
+@dataclass(frozen=True)
+class _Poll:
+    """One poll without progress as the signatures read it."""
+    quiet_s: float        # since the last progress
+    cpu_idle: bool
+    gpu_active: bool      # kernels coming and going
+    spin_gpus: list       # the GPUs read spinning (none while kernels come and go)
+    spinning: bool        # enough of them, and no rank computing on the host
+    idle: bool            # every signal flat (or unread GPUs, rule 5)
+    signature: str        # stopped, spin, idle, gpu_active, busy or unknown
+
+
 class _Clock:
     """How long a signature has held; one missed poll is forgiven (noise, a late sample)."""
 
@@ -97,11 +109,22 @@ class StallSignatures:
         self._idle.reset()
 
     def judge(self, seen, evidence):
-        """The Judgement of a poll without progress; fills `evidence` (signature, rule, ...)."""
+        """The Judgement of a poll without progress; fills `evidence` (signature, rule, ...):
+        the first stall signature that holds long enough, else suspect or quiet."""
+        poll = self._take_in(seen)
+        self._describe(seen, poll, evidence)
+        for signature in (self._parked_stacks, self._stopped_processes, self._spinning_gpus, self._frozen_clock,
+                          self._idle_signals, self._smi_wedged, self._hard_ceiling):
+            judgement = signature(seen, poll, evidence)
+            if judgement is not None:
+                return judgement
+        return self._not_yet(seen, poll)
+
+    def _take_in(self, seen):
+        """What this poll shows (a _Poll), and the signature clocks moved on by it."""
         s = self.settings
         t = seen.t
         gpus = seen.gpus
-        quiet_s = t - seen.last_progress_t
         cpu_known = seen.cpu_known
         cpu_idle = cpu_known and (seen.cpu_pct < s.cpu_idle_pct if seen.cpu_idle is None else seen.cpu_idle)
         gpu_active = gpus is not None and gpus.active
@@ -122,13 +145,18 @@ class StallSignatures:
         # spinning, kernels coming and going, a stack in a compute loop, a compiler. Alone
         # it is as likely a rank busy-polling a hung collective.
         recent_work_stack = seen.work_stack_t is not None and t - seen.work_stack_t <= 3 * s.stacks_interval_s
-        working = gpu_active or gpu_wait_blind or (busy and (gpus is not None or recent_work_stack or bool(seen.compilers)))
-        if working:
+        if gpu_active or gpu_wait_blind or (busy and (gpus is not None or recent_work_stack or bool(seen.compilers))):
             self._last_busy_t = t
         stopped = seen.stopped
-        if gpu_active or seen.cpu_burst_t == t:
-            # kernels come and go, or the host woke for a burst of work (a stuck process does
-            # neither): no idle spell, no spin
+        self._run_clocks(t, gpu_active or seen.cpu_burst_t == t, spinning, idle, stopped, gpus_idle)
+        signature = ("stopped" if stopped else "spin" if spinning else "idle" if idle else "gpu_active" if gpu_active
+                     else "busy" if busy else "unknown")
+        return _Poll(t - seen.last_progress_t, cpu_idle, gpu_active, spin_gpus, spinning, idle, signature)
+
+    def _run_clocks(self, t, at_work, spinning, idle, stopped, gpus_idle):
+        """Move the spin, idle and stopped clocks by one poll; `at_work`: kernels come and go, or
+        the host woke for a burst of work (a stuck process does neither): no idle spell, no spin."""
+        if at_work:
             self._idle.reset()
             self._spin.reset()
         self._spin.update(spinning, t)
@@ -138,79 +166,122 @@ class StallSignatures:
             self._idle_gpu_seen = True
         elif not idle:
             self._idle_gpu_seen = False
-        signature = ("stopped" if stopped else "spin" if spinning else "idle" if idle else "gpu_active" if gpu_active
-                     else "busy" if busy else "unknown")
-        evidence.update({"signature": signature, "no_progress_s": round(quiet_s, 1)})
-        if spinning:
-            evidence["spin_gpus"] = spin_gpus
-        if cpu_known:
+
+    @staticmethod
+    def _describe(seen, poll, evidence):
+        """The evidence every poll without progress carries: its signature and what was read."""
+        evidence.update({"signature": poll.signature, "no_progress_s": round(poll.quiet_s, 1)})
+        if poll.spinning:
+            evidence["spin_gpus"] = poll.spin_gpus
+        if seen.cpu_known:
             evidence["cpu_pct"] = round(seen.cpu_pct, 1)
-        if gpus is None:
-            evidence["gpus"] = "unanswered since %s" % fmt_duration(t - seen.smi_since) if seen.smi_since is not None else "unknown"
+        if seen.gpus is None:
+            evidence["gpus"] = "unanswered since %s" % fmt_duration(seen.t - seen.smi_since) if seen.smi_since is not None else "unknown"
 
-        confirmed = self._identical_wait_stacks(seen, cpu_idle)
-        if confirmed:
-            evidence["rule"] = "rule 3: %s signature (identical stacks in a wait, %s)" % (
-                "spinning" if spinning else "parked", confirmed["hardware"])
-            evidence["stacks"] = confirmed
-            code = "stall_spin" if spinning else "stall_wait_stacks"
-            what = ("%d GPU(s) spinning and " % len(spin_gpus)) if spinning else ""
-            reason = "%sall %d sampled ranks show the same stack, parked in %s, on samples %ds apart (%s); nothing moved for %s" % (
-                what, confirmed["ranks"], confirmed["wait_frame"], confirmed["gap_s"], confirmed["hardware"], fmt_duration(quiet_s))
-            return Judgement("stalled", code, reason)
+    def _parked_stacks(self, seen, poll, evidence):
+        """Rule 3, parked (or spinning) signature: identical stacks in a wait, the hardware agreeing."""
+        confirmed = self._identical_wait_stacks(seen, poll.cpu_idle)
+        if not confirmed:
+            return None
+        evidence["rule"] = "rule 3: %s signature (identical stacks in a wait, %s)" % (
+            "spinning" if poll.spinning else "parked", confirmed["hardware"])
+        evidence["stacks"] = confirmed
+        code = "stall_spin" if poll.spinning else "stall_wait_stacks"
+        what = ("%d GPU(s) spinning and " % len(poll.spin_gpus)) if poll.spinning else ""
+        reason = "%sall %d sampled ranks show the same stack, parked in %s, on samples %ds apart (%s); nothing moved for %s" % (
+            what, confirmed["ranks"], confirmed["wait_frame"], confirmed["gap_s"], confirmed["hardware"], fmt_duration(poll.quiet_s))
+        return Judgement("stalled", code, reason)
 
-        if stopped and self._stopped.held_s(t) >= s.stall_stopped_window_s:
-            evidence["rule"] = "rule 5: every process stopped (state T), evidence on its own"
-            reason = "every process of the unit stopped (state T) for %s: nothing can move" % fmt_duration(self._stopped.held_s(t))
-            return Judgement("stalled", "stall_idle", reason)
+    def _stopped_processes(self, seen, poll, evidence):
+        """Rule 5: every process stopped (state T) for stall_stopped_window_s, evidence on its own."""
+        held_s = self._stopped.held_s(seen.t)
+        if not (seen.stopped and held_s >= self.settings.stall_stopped_window_s):
+            return None
+        evidence["rule"] = "rule 5: every process stopped (state T), evidence on its own"
+        reason = "every process of the unit stopped (state T) for %s: nothing can move" % fmt_duration(held_s)
+        return Judgement("stalled", "stall_idle", reason)
+
+    def _spinning_gpus(self, seen, poll, evidence):
+        """Rule 3, spinning signature: GPUs pinned with flat memory for the phase's spin window
+        (a shorter one at idle power)."""
+        s = self.settings
+        gpus = seen.gpus
         # kernels may run flat out for long in the kernel phases, but not at idle power
         long_spin = seen.phase in s.kernel_phases and not (gpus is not None and gpus.spin_at_idle_power)
         spin_window = s.stall_spin_kernel_phase_window_s if long_spin else s.stall_spin_window_s
         if gpus is not None and gpus.spin_at_idle_power:
             # the power reading confirms a spin-wait: no compute kernel draws idle power
             spin_window = min(spin_window, s.stall_spin_idle_power_window_s)
-        if spinning and self._spin.held_s(t) >= spin_window:
-            evidence["rule"] = "rule 3: spinning signature"
-            reason = "%d of %d GPUs at >= %d%% utilisation with flat memory for %s and nothing else moving: a hung collective" % (
-                len(spin_gpus), gpus.count, s.spin_util_pct, fmt_duration(self._spin.held_s(t)))
-            return Judgement("stalled", "stall_spin", reason)
-        frozen_s = min(seen.frozen_s, quiet_s)
-        if frozen_s >= s.stall_frozen_window_s and not spinning and not gpu_active and (gpus is None or gpus.all_idle):
-            evidence["rule"] = "rule 5: frozen CPU clock, evidence on its own"
-            evidence["signature"] = "frozen"
-            reason = "the unit's CPU time has not moved for %s (%s) and nothing else moved: every process frozen" % (
-                fmt_duration(frozen_s), "GPUs idle" if gpus is not None else "no GPU reading")
-            return Judgement("stalled", "stall_idle", reason)
-        idle_window = s.stall_idle_window_s if self._idle_gpu_seen else s.stall_idle_blind_window_s
-        if idle and self._idle.held_s(t) >= idle_window:
-            evidence["rule"] = "rule 3: %s signature" % ("idle" if self._idle_gpu_seen else "idle without a GPU reading (rule 5 window)")
-            gpu_words = "GPUs idle" if self._idle_gpu_seen else "no GPU reading"
-            reason = "every signal flat for %s: CPU %.0f%%, %s, no disk I/O, no new log lines" % (
-                fmt_duration(self._idle.held_s(t)), seen.cpu_pct, gpu_words)
-            return Judgement("stalled", "stall_idle", reason)
-        if gpus is None and seen.smi_since is not None and not gpu_active and t - seen.smi_since >= s.stall_gpu_unanswered_window_s \
-                and t - seen.last_progress_t >= s.stall_gpu_unanswered_window_s:
-            evidence["rule"] = "rule 5: nvidia-smi wedged while nothing moves"
-            reason = "nvidia-smi has timed out for %s while the unit runs and nothing moved for %s: a wedged GPU (hung collective)" % (
-                fmt_duration(t - seen.smi_since), fmt_duration(quiet_s))
-            return Judgement("stalled", "stall_spin", reason)
-        calm_since = max(seen.last_progress_t, self._last_busy_t or seen.last_progress_t)
-        if quiet_s >= s.stall_busy_no_progress_s or t - calm_since >= s.stall_no_progress_s:
-            evidence["rule"] = "rule 5: hard ceiling without progress"
-            reason = "no progress on any channel for %s (signature: %s)" % (fmt_duration(quiet_s), signature)
-            return Judgement("stalled", "stall_no_progress", reason)
+        if not (poll.spinning and self._spin.held_s(seen.t) >= spin_window):
+            return None
+        evidence["rule"] = "rule 3: spinning signature"
+        reason = "%d of %d GPUs at >= %d%% utilisation with flat memory for %s and nothing else moving: a hung collective" % (
+            len(poll.spin_gpus), gpus.count, s.spin_util_pct, fmt_duration(self._spin.held_s(seen.t)))
+        return Judgement("stalled", "stall_spin", reason)
 
+    def _frozen_clock(self, seen, poll, evidence):
+        """Rule 5: the unit's CPU clock frozen for stall_frozen_window_s, nothing else moving."""
+        gpus = seen.gpus
+        frozen_s = min(seen.frozen_s, poll.quiet_s)
+        if not (frozen_s >= self.settings.stall_frozen_window_s and not poll.spinning and not poll.gpu_active
+                and (gpus is None or gpus.all_idle)):
+            return None
+        evidence["rule"] = "rule 5: frozen CPU clock, evidence on its own"
+        evidence["signature"] = "frozen"
+        reason = "the unit's CPU time has not moved for %s (%s) and nothing else moved: every process frozen" % (
+            fmt_duration(frozen_s), "GPUs idle" if gpus is not None else "no GPU reading")
+        return Judgement("stalled", "stall_idle", reason)
+
+    def _idle_signals(self, seen, poll, evidence):
+        """Rule 3, idle signature: every signal flat for the idle window (longer without a GPU
+        reading, rule 5)."""
+        s = self.settings
+        idle_window = s.stall_idle_window_s if self._idle_gpu_seen else s.stall_idle_blind_window_s
+        if not (poll.idle and self._idle.held_s(seen.t) >= idle_window):
+            return None
+        evidence["rule"] = "rule 3: %s signature" % ("idle" if self._idle_gpu_seen else "idle without a GPU reading (rule 5 window)")
+        gpu_words = "GPUs idle" if self._idle_gpu_seen else "no GPU reading"
+        reason = "every signal flat for %s: CPU %.0f%%, %s, no disk I/O, no new log lines" % (
+            fmt_duration(self._idle.held_s(seen.t)), seen.cpu_pct, gpu_words)
+        return Judgement("stalled", "stall_idle", reason)
+
+    def _smi_wedged(self, seen, poll, evidence):
+        """Rule 5: nvidia-smi timing out for stall_gpu_unanswered_window_s while nothing moves."""
+        t, window = seen.t, self.settings.stall_gpu_unanswered_window_s
+        if not (seen.gpus is None and seen.smi_since is not None and not poll.gpu_active and t - seen.smi_since >= window
+                and t - seen.last_progress_t >= window):
+            return None
+        evidence["rule"] = "rule 5: nvidia-smi wedged while nothing moves"
+        reason = "nvidia-smi has timed out for %s while the unit runs and nothing moved for %s: a wedged GPU (hung collective)" % (
+            fmt_duration(t - seen.smi_since), fmt_duration(poll.quiet_s))
+        return Judgement("stalled", "stall_spin", reason)
+
+    def _hard_ceiling(self, seen, poll, evidence):
+        """Rule 5: no progress for too long ends every start, busy or not."""
+        s = self.settings
+        calm_since = max(seen.last_progress_t, self._last_busy_t or seen.last_progress_t)
+        if not (poll.quiet_s >= s.stall_busy_no_progress_s or seen.t - calm_since >= s.stall_no_progress_s):
+            return None
+        evidence["rule"] = "rule 5: hard ceiling without progress"
+        reason = "no progress on any channel for %s (signature: %s)" % (fmt_duration(poll.quiet_s), poll.signature)
+        return Judgement("stalled", "stall_no_progress", reason)
+
+    def _not_yet(self, seen, poll):
+        """No stall yet: suspect once a spin or idle spell held suspect_after_s, else quiet; and
+        whether stacks are wanted."""
+        s = self.settings
+        t, quiet_s = seen.t, poll.quiet_s
         want = quiet_s >= s.stacks_after_quiet_s and (
             seen.last_stack_t is None or seen.last_stack_t < seen.last_progress_t or t - seen.last_stack_t >= s.stacks_interval_s)
-        if spinning and self._spin.held_s(t) >= s.suspect_after_s:
+        if poll.spinning and self._spin.held_s(t) >= s.suspect_after_s:
             return Judgement("suspect", "suspect_spin", "nothing moved for %s; %d GPU(s) at ~100%% with flat memory" % (
-                fmt_duration(quiet_s), len(spin_gpus)), want)
-        if (idle or stopped) and max(self._idle.held_s(t), self._stopped.held_s(t)) >= s.suspect_after_s:
+                fmt_duration(quiet_s), len(poll.spin_gpus)), want)
+        if (poll.idle or seen.stopped) and max(self._idle.held_s(t), self._stopped.held_s(t)) >= s.suspect_after_s:
             return Judgement("suspect", "suspect_idle", "nothing moved for %s; CPU, GPUs and disk all idle" % (
                 fmt_duration(quiet_s)), want)
-        if signature == "busy":
+        if poll.signature == "busy":
             words = "nothing moved for %s; CPU busy (%.0f%%), likely working silently" % (fmt_duration(quiet_s), seen.cpu_pct)
-        elif signature == "gpu_active":
+        elif poll.signature == "gpu_active":
             words = "nothing moved for %s; GPU utilisation changing, kernels running" % fmt_duration(quiet_s)
         else:
             words = "nothing moved for %s" % fmt_duration(quiet_s)
