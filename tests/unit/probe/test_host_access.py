@@ -23,40 +23,40 @@ def _remote(calls, **probe_args):
 
 def test_the_protocol_names_exactly_what_the_watch_calls():
     source = inspect.getsource(start_watch.watch_start)
-    called = {name for name in ("probe", "clock", "sleep", "emit", "verb", "read", "shell") if "port.%s(" % name in source}
+    called = {name for name in ("probe", "clock", "sleep", "emit", "verb", "read", "shell") if "access.%s(" % name in source}
     assert called == set(PROTOCOL_METHODS)
 
 
-@pytest.mark.parametrize("port", [_remote([]), supervisor._LocalHostAccess(sup=None)], ids=["controller", "supervisor"])
-def test_each_port_conforms_to_the_protocol(port):
-    assert isinstance(port, start_watch.HostAccess)
+@pytest.mark.parametrize("access", [_remote([]), supervisor._LocalHostAccess(sup=None)], ids=["controller", "supervisor"])
+def test_each_access_conforms_to_the_protocol(access):
+    assert isinstance(access, start_watch.HostAccess)
     for name in PROTOCOL_METHODS:
         wanted = _parameters(getattr(start_watch.HostAccess, name))
-        member = getattr(port, name)
+        member = getattr(access, name)
         have = _parameters(member)
         if inspect.ismethod(member):   # the class's own method: the protocol's names, extra ones optional
-            assert have[:len(wanted)] == wanted, "%s.%s%s" % (type(port).__name__, name, have)
+            assert have[:len(wanted)] == wanted, "%s.%s%s" % (type(access).__name__, name, have)
         else:                          # a callable handed in (a clock, a sleep): as many arguments
-            assert len(have) == len(wanted), "%s.%s%s" % (type(port).__name__, name, have)
+            assert len(have) == len(wanted), "%s.%s%s" % (type(access).__name__, name, have)
 
 
 def test_the_journal_is_read_from_the_start_until_a_cursor_takes_over():
     calls = []
-    port = _remote(calls)
-    port.probe(None, False, 50.0)
-    port.probe("c1", True, 50.0)
+    access = _remote(calls)
+    access.probe(None, False, 50.0)
+    access.probe("c1", True, 50.0)
     assert calls[0]["since_epoch_s"] == 50.0 and "cursor" not in calls[0]
     assert calls[1]["cursor"] == "c1" and "since_epoch_s" not in calls[1] and calls[1]["stacks"] is True
 
 
-def test_probe_arguments_added_later_make_a_new_port_and_leave_the_old_one_alone():
+def test_probe_arguments_added_later_make_a_new_access_and_leave_the_old_one_alone():
     calls = []
-    port = _remote(calls)
-    with_venv = port.with_probe_args(venv_bin="/opt/v/bin")
-    port.probe(None, False, None)
+    access = _remote(calls)
+    with_venv = access.with_probe_args(venv_bin="/opt/v/bin")
+    access.probe(None, False, None)
     with_venv.probe(None, False, None)
     with_venv.read(holders=True)
     assert "venv_bin" not in calls[0] and calls[1]["venv_bin"] == "/opt/v/bin"
     assert calls[2]["observation"] is False and calls[2]["venv_bin"] == "/opt/v/bin"
     with pytest.raises(ValueError):
-        port.read(holder=True)
+        access.read(holder=True)
