@@ -3,7 +3,8 @@
 It composes the five rules of trust (docs/detector.md); `evidence["rule"]` names the one
 that decided:
 1. no verdict from a line alone: a lethal-looking line is a hypothesis that the process
-   exiting or the start freezing after it confirms (line_confirmation.py);
+   exiting or the start freezing after it confirms (line_confirmation.py, weighed against the
+   poll's channels by line_verdicts.py);
 2. any sign of life defers: progress channels, bursts of GPU utilisation, child processes
    coming and going, stacks that change (life_signs.py);
 3. a stall needs a positive signature: frozen, parked (identical stacks in a wait, GPUs
@@ -12,7 +13,10 @@ that decided:
 5. blind means patient, not deaf: longer windows without GPU readings or stacks, a frozen
    CPU clock or stopped processes decide alone, and a hard ceiling ends every start
    (stall_signatures.py).
-Records journald cut at LineMax are joined before anything reads them.
+The channels are read by one unit each: the log (log_reading.py: records journald cut at
+LineMax joined before anything reads them), the unit's processes (process_readings.py), the
+GPUs (gpu_readings.py), the stacks (stack_samples.py), the main process (main_process.py), and
+HTTP here; readiness.py says when a start is ready.
 """
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import log_lines
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.assessment import Assessment
@@ -29,8 +33,6 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.readines
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.stack_samples import StackSamples
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.stall_signatures import Silence, StallSignatures
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.unit_gpu_memory import UnitGpuMemory
-
-__all__ = ["Assessment", "Detector"]
 
 
 class Detector:
@@ -63,6 +65,7 @@ class Detector:
 
     # ------------------------------------------------------------------ public
     def observe(self, obs):
+        """The Assessment of one observation; the same final one for every observation after it."""
         if self._final is not None:
             return self._final
         t = float(obs["t"])
@@ -108,6 +111,7 @@ class Detector:
         return self._still_held(self._judge_silence(t, evidence, progress))
 
     def _read_http(self, http, t, moved, first):
+        """`http` moves when the health answer got better: refused, timeout, 5xx, 200."""
         if not isinstance(http, dict):
             return
         self._http = http
