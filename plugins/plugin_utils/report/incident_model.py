@@ -309,64 +309,31 @@ def build_incident(header, observations, assessments, run=None, diagnostics=None
     of the weight cache daemon's start the run followed before attempt n (a cold restart):
     the chart draws it between the attempts.
     """
-    header = header or {}
     run_attempts = _attempts(run)
-    decision, decided = decision_of(assessments)
-    last_attempt = run_attempts[-1] if run_attempts else None
     hand_over = run_hand_over(run)
     if hand_over:  # handed over before or between attempts: no trace decided it
-        phase, code, reason = hand_over
-        fc0 = FAILURE_CLASSES.get(code)
-        verdict = fc0.verdict if fc0 else "failed"
-        decided_t = None
-        observations, assessments, decision, decided = [], [], {}, False
-    elif last_attempt:  # run.json is what the restart action acted on
-        verdict, code = last_attempt.verdict, last_attempt.reason_code
-        reason, phase, decided_t = last_attempt.reason or decision.get("reason", ""), last_attempt.phase, last_attempt.t
-        if (decision.get("verdict"), decision.get("reason_code")) != (verdict, code):
-            # the replay disagrees (other settings, another release): keep only what was acted on
-            decision = {"t": decided_t, "phase": phase, "verdict": verdict, "reason_code": code, "reason": reason}
-    else:
-        verdict = decision.get("verdict") if decided else UNDECIDED
-        code = decision.get("reason_code") or verdict
-        reason = decision.get("reason") or ""
-        phase = decision.get("phase") or "starting"
-        decided_t = float(decision["t"]) if decided else None
-    fc = FAILURE_CLASSES.get(code)
+        observations, assessments = [], []
+    decided = _decision(assessments, run_attempts[-1] if run_attempts else None, hand_over)
     last_t = float(observations[-1]["t"]) if observations else 0.0
-    series = trace_signals.build_series(observations)
     lines = trace_signals.log_lines(observations)
-    onset_t, basis = onset(verdict, decided_t, decision, observations, lines)
-    spans = phase_spans(assessments, decided_t if decided_t is not None else last_t)
-    section = (runbook or {}).get(code)
-    inc = Incident(
-        host=host or (run or {}).get("host", ""),
-        unit=(run or {}).get("unit") or header.get("unit") or "the service",
-        source=((run or {}).get("source")
-                or ("restart run" if run is not None else "recorded trace %s" % header.get("name", "?"))),
-        description=redact(header.get("description", "")),
-        verdict=verdict, reason_code=code, reason=redact(reason),
-        class_title=fc.title if fc else OTHER_CODE_TITLES.get(code, code),
-        restart_helps=fc.restart_helps if fc else None, restart_why=fc.why if fc else "",
-        phase=phase, decided_t=decided_t, onset_t=onset_t, onset_basis=basis,
-        started_utc=(run or {}).get("started", ""), outcome=(run or {}).get("outcome", "replayed"),
-        gave_up_because=redact((run or {}).get("gave_up_because", "")),
-        attempts=run_attempts, phases=spans, series=series,
-        trace_files=list(trace_files), last_t=last_t,
-        next_steps=next_steps_for(code, section),
-        time_to_ready=dict((run or {}).get("time_to_ready") or {}),
-    )
+    onset_t, basis = onset(decided.verdict, decided.t, decided.assessment, observations, lines)
+    spans = phase_spans(assessments, decided.t if decided.t is not None else last_t)
+    inc = Incident(**_told_by_the_run(header or {}, run, host), **_told_by_the_decision(decided, runbook),
+                   onset_t=onset_t, onset_basis=basis, attempts=run_attempts, phases=spans,
+                   series=trace_signals.build_series(observations), trace_files=list(trace_files), last_t=last_t)
+    fc = FAILURE_CLASSES.get(decided.reason_code)
     if fc is not None and fc.restart_helps and run_attempts and not hand_over and inc.outcome == "gave_up":
         inc.restarts_used_up, inc.restart_helps = True, False
         inc.restart_why = _used_up_words(run)
         if ended_on_start_limit(run):
             inc.start_limit = next_steps_for(START_LIMIT_SECTION, (runbook or {}).get(START_LIMIT_SECTION))
-    inc.evidence = evidence_lines(verdict, decision, decided_t, series, observations, lines, onset_t)
     if hand_over:
-        inc.evidence = ["Restart action: %s" % redact(reason)] + _preflight_evidence(run)
-    inc.automation = _automation(run, run_attempts, fc, verdict)
-    inc.timeline = timeline(assessments, spans, lines, decision, decided_t, verdict,
-                            last_attempt.restart_kind if last_attempt else "")
+        inc.evidence = ["Restart action: %s" % inc.reason] + _preflight_evidence(run)
+    else:
+        inc.evidence = evidence_lines(inc.verdict, decided.assessment, decided.t, inc.series, observations, lines, onset_t)
+    inc.automation = _automation(run, run_attempts, fc, inc.verdict)
+    inc.timeline = timeline(assessments, spans, lines, decided.assessment, decided.t, inc.verdict,
+                            run_attempts[-1].restart_kind if run_attempts else "")
     inc.key_log_lines = [ln.render() for ln in lines if ERROR_LINE.search(ln.text)][:20]
     inc.diagnostics = [excerpt(name, text) for name, text in sorted((diagnostics or {}).items(), key=_diag_order)]
     inc.summary = _summary(inc, fc, lines, spans)
@@ -374,6 +341,64 @@ def build_incident(header, observations, assessments, run=None, diagnostics=None
     if earlier_attempts and not hand_over and len(earlier_attempts) == len(run_attempts) - 1:
         _tell_every_attempt(inc, list(earlier_attempts), observations, spans, daemon_starts)
     return inc
+
+
+@dataclass
+class _Decision:
+    """The verdict the report tells and the assessment its evidence is read from."""
+    verdict: str
+    reason_code: str
+    reason: str
+    phase: str
+    t: object           # seconds into the watch, or None when undecided or handed over outside a watch
+    assessment: dict
+
+
+def _decision(assessments, last_attempt, hand_over):
+    """The restart action's hand-over outside a watch; else what run.json's last attempt says
+    the restart action acted on; else, for a bare trace, the detector's first final assessment."""
+    if hand_over:
+        phase, code, reason = hand_over
+        fc = FAILURE_CLASSES.get(code)
+        return _Decision(fc.verdict if fc else "failed", code, reason, phase, None, {})
+    decision, decided = decision_of(assessments)
+    if last_attempt:
+        verdict, code, t = last_attempt.verdict, last_attempt.reason_code, last_attempt.t
+        reason, phase = last_attempt.reason or decision.get("reason", ""), last_attempt.phase
+        if (decision.get("verdict"), decision.get("reason_code")) != (verdict, code):
+            # the replay disagrees (other settings, another release): keep only what was acted on
+            decision = {"t": t, "phase": phase, "verdict": verdict, "reason_code": code, "reason": reason}
+        return _Decision(verdict, code, reason, phase, t, decision)
+    verdict = decision.get("verdict") if decided else UNDECIDED
+    return _Decision(verdict, decision.get("reason_code") or verdict, decision.get("reason") or "",
+                     decision.get("phase") or "starting", float(decision["t"]) if decided else None, decision)
+
+
+def _told_by_the_run(header, run, host):
+    """The Incident's fields read from run.json, or from the trace's header for a bare trace."""
+    record = run or {}
+    return dict(
+        host=host or record.get("host", ""),
+        unit=record.get("unit") or header.get("unit") or "the service",
+        source=record.get("source") or ("restart run" if run is not None else "recorded trace %s" % header.get("name", "?")),
+        description=redact(header.get("description", "")),
+        started_utc=record.get("started", ""), outcome=record.get("outcome", "replayed"),
+        gave_up_because=redact(record.get("gave_up_because", "")),
+        time_to_ready=dict(record.get("time_to_ready") or {}),
+    )
+
+
+def _told_by_the_decision(decided, runbook):
+    """The Incident's fields read from the decision: the verdict, its failure class and the runbook's next steps."""
+    code = decided.reason_code
+    fc = FAILURE_CLASSES.get(code)
+    return dict(
+        verdict=decided.verdict, reason_code=code, reason=redact(decided.reason),
+        class_title=fc.title if fc else OTHER_CODE_TITLES.get(code, code),
+        restart_helps=fc.restart_helps if fc else None, restart_why=fc.why if fc else "",
+        phase=decided.phase, decided_t=decided.t,
+        next_steps=next_steps_for(code, (runbook or {}).get(code)),
+    )
 
 
 def _tell_every_attempt(inc, earlier, observations, spans, daemon_starts=()):
