@@ -27,6 +27,7 @@ from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart import 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services import start_watch
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector_settings import from_overrides
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.number_range import range_problem
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import verdict_memory
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host import service_defaults
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host.systemd_unit import check_unit_name
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart import host_lock, prewarm_step, server_sync
@@ -68,6 +69,8 @@ ARGUMENT_SPEC = {
     "weight_cache": {"type": "bool"},
     "cold": {"type": "bool", "default": False},
     "weight_cache_min_deliveries": {"type": "int", "default": 8},
+    "observe_only_min_ceiling_s": {"type": "float", "default": verdict_memory.MIN_CEILING_S},
+    "observe_only_ceiling_factor": {"type": "float", "default": verdict_memory.CEILING_FACTOR},
 }
 SERVER_OPTIONS = ("name", "nodes")
 # A run that gave up with one of these after its last probe failed to connect reports the
@@ -209,6 +212,8 @@ OPTION_RANGES = (
     ("backoff_max_s", 0, 86400, True),
     ("max_attempts", 1, 20, True),
     ("gpu_idle_mib", 0, 16 * 2**20, True),
+    ("observe_only_min_ceiling_s", 0, 7 * 86400, False),
+    ("observe_only_ceiling_factor", 1, 100, True),
 )
 PREWARM_LOOP_RANGES = (("step_s", 0, 3600, False), ("max_total_s", 0, 86400, True))
 

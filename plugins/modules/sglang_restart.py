@@ -17,10 +17,11 @@ description:
     only when O(kill_orphans=true), otherwise the restart stops (C(orphan_processes))."
   - "Stops the unit with C(systemctl stop): systemd sends SIGTERM and, after the unit's
     C(TimeoutStopSec=) (the sglang_service role's C(sglang_service_timeout_stop_s), 120 s),
-    SIGKILL to every process of the unit. Only when C(systemctl stop) has not returned
-    within O(stop_timeout_s) (longer than C(TimeoutStopSec=) by default) does the task send
-    SIGKILL itself. Then it waits, bounded by O(release_timeout_s), until the unit's cgroup
-    is empty and GPU memory is back to baseline."
+    SIGKILL to every process of the unit. Only when C(systemctl stop) fails or has not
+    returned within O(stop_timeout_s) (longer than C(TimeoutStopSec=) by default) does the
+    task send SIGKILL itself. Then it waits, bounded by O(release_timeout_s), until the unit's
+    cgroup is empty (sending SIGKILL again at each look while a process of the unit is left)
+    and GPU memory is back to baseline."
   - Starts the unit and runs M(sglang_ops.serving.sglang_probe) every O(poll_s) seconds,
     feeds each observation to the stall detector, and prints one progress line per poll at
     default verbosity (phase, shard progress, GPU memory, disk rate, CPU, HTTP state,
@@ -231,6 +232,22 @@ options:
         start cold at once (C(budget_exhausted)). V(0): only an exhausted budget does."
     type: int
     default: 8
+  observe_only_min_ceiling_s:
+    description:
+      - "Rule 4 of the detector (docs/detector.md): when the same verdict in the same phase ended
+        the unit's last two starts, a restart did not help, and the next attempt runs observe-only:
+        watched, never stopped by the detector; only a dead process or this ceiling ends it. The
+        ceiling is the larger of this many seconds and O(observe_only_ceiling_factor) times the
+        host's usual time to ready. restart.yml sets it from the sglang_service role's
+        C(sglang_service_observe_only_min_ceiling_s), the value the unit's supervisor uses."
+    type: float
+    default: 1800
+  observe_only_ceiling_factor:
+    description:
+      - The observe-only ceiling as a multiple of the host's usual time to ready (at least 1).
+        restart.yml sets it from C(sglang_service_observe_only_ceiling_factor).
+    type: float
+    default: 3.0
   server:
     description:
       - "This host is one node of a server spread over several hosts (SGLang C(--nnodes)),

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from ansible_collections.sglang_ops.serving.plugins.action import sglang_restart as action
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import verdict_memory
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host import service_defaults
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services.supervisor_settings import SupervisorSettings
 from ansible_collections.sglang_ops.serving.plugins.modules import sglang_restart as doc
@@ -61,3 +62,14 @@ def test_the_playbooks_fall_back_on_the_roles_unit_and_port():
                                    ("sglang_service_port", str(role["sglang_service_port"]))):
             for found in text.split(variable + " | default(")[1:]:
                 assert found.startswith(fallback + ")"), "%s: %s | default(%s" % (path, variable, found[:40])
+
+
+def test_rule_4s_ceiling_has_one_default_for_the_role_the_supervisor_and_the_action():
+    role, options = _role_defaults(), yaml.safe_load(doc.DOCUMENTATION)["options"]
+    settings = SupervisorSettings()
+    for option, variable, value in (("observe_only_min_ceiling_s", "sglang_service_observe_only_min_ceiling_s",
+                                     verdict_memory.MIN_CEILING_S),
+                                    ("observe_only_ceiling_factor", "sglang_service_observe_only_ceiling_factor",
+                                     verdict_memory.CEILING_FACTOR)):
+        assert role[variable] == value == getattr(settings, option)
+        assert action.ARGUMENT_SPEC[option]["default"] == options[option]["default"] == value

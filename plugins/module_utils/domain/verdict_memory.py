@@ -31,7 +31,13 @@ class ObserveOnly:
     phase: str
 
 
-def observe_only_from_starts(starts, usual_ready_s=None, min_ceiling_s=1800.0, ceiling_factor=3.0):
+# The ceiling of an observe-only start: the larger of MIN_CEILING_S and CEILING_FACTOR times the
+# host's usual time to ready (the role's sglang_service_observe_only_* defaults are these).
+MIN_CEILING_S = 1800.0
+CEILING_FACTOR = 3.0
+
+
+def observe_only_from_starts(starts, usual_ready_s=None, min_ceiling_s=MIN_CEILING_S, ceiling_factor=CEILING_FACTOR):
     """ObserveOnly when the two newest counting starts in `starts` (newest first) ended with the
     same verdict family in the same phase; None otherwise."""
     counted = []

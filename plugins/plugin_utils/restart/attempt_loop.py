@@ -130,7 +130,8 @@ class AttemptLoop:
             return None
         usual_s = run.outlook.estimator.usual_total_s if run.outlook is not None else None
         return observe_only_step.for_next_attempt(os.path.dirname(run.artifacts.path), run.artifacts.path,
-                                                  run.record["attempts"], usual_s)
+                                                  run.record["attempts"], usual_s, run.args.get("observe_only_min_ceiling_s"),
+                                                  run.args.get("observe_only_ceiling_factor"))
 
     def _start_and_watch(self, n):
         """systemctl start, then the detector's watch of attempt n (observe-only under rule 4)."""

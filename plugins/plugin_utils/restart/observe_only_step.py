@@ -33,11 +33,12 @@ def earlier_runs_attempts(host_dir, this_run_dir, limit=RECENT_RUNS):
     return out
 
 
-def for_next_attempt(host_dir, this_run_dir, run_attempts, usual_ready_s=None):
+def for_next_attempt(host_dir, this_run_dir, run_attempts, usual_ready_s=None, min_ceiling_s=None, ceiling_factor=None):
     """The ObserveOnly for the next attempt of this run, or None. run_attempts: this run's
-    attempts so far, oldest first (run.json's list)."""
+    attempts so far, oldest first (run.json's list); the ceiling's bounds as the unit's
+    supervisor has them (None: the defaults)."""
     starts = list(reversed(run_attempts)) + earlier_runs_attempts(host_dir, this_run_dir)
-    return observe_only.from_starts(starts, usual_ready_s)
+    return observe_only.from_starts(starts, usual_ready_s, min_ceiling_s, ceiling_factor)
 
 
 def summary_words(attempts):

@@ -21,6 +21,8 @@ FROM_THE_ROLE = {
     "port": "sglang_service_port",            # the port the role's unit listens on
     "weight_cache": "sglang_service_weight_cache",   # the role installs the daemon's unit beside it
     "supervisor_detector": "sglang_service_supervisor_detector",   # the settings the role gives the supervisor
+    "observe_only_min_ceiling_s": "sglang_service_observe_only_min_ceiling_s",   # rule 4's ceiling, as the supervisor has it
+    "observe_only_ceiling_factor": "sglang_service_observe_only_ceiling_factor",
 }
 # The server's nodes come from the inventory group named by sglang_service_nodes_group.
 FROM_THE_INVENTORY = {"server"}

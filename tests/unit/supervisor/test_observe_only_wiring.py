@@ -95,6 +95,17 @@ def test_the_restart_reads_its_own_attempts_then_earlier_runs(tmp_path, decision
         Held(1800.0, "2 starts stalled in weight_load")
 
 
+def test_the_restart_holds_a_start_to_the_ceiling_the_inventory_sets(tmp_path, decisions):
+    """restart.yml passes the role's sglang_service_observe_only_* (the supervisor's values) on."""
+    host = tmp_path / "gpu1"
+    this_run = host / "20260103T000000Z"
+    this_run.mkdir(parents=True)
+    mine = [{"n": i, "verdict": "stalled", "phase": "weight_load", "reason_code": "stall_idle"} for i in (1, 2)]
+    held = observe_only_step.for_next_attempt(str(host), str(this_run), mine, 600.0, 900.0, 4.0)
+    assert (decisions[-1]["min_ceiling_s"], decisions[-1]["ceiling_factor"]) == (900.0, 4.0)
+    assert held.ceiling_s == 2400.0
+
+
 def test_the_summary_names_each_attempt_that_ran_observe_only():
     attempts = [{"n": 1}, {"n": 2, "observe_only": observe_only.to_dict(Held(1800.0, "2 starts stalled"))}]
     assert observe_only_step.summary_words(attempts) == \
