@@ -115,10 +115,15 @@ def between_attempts(inc):
     return out
 
 
+def _trace_end_t(inc):
+    """Where the last observation lies on the run's axis."""
+    return max([inc.run_offset_s + inc.last_t] + (inc.series.t or [0.0]))
+
+
 def chart_end_t(inc):
     """Where the time axis ends: a recorded trace can run on long after the decision, and
     that tail would squeeze the part that matters; keep a margin after the decision."""
-    last = max([inc.run_offset_s + inc.last_t] + (inc.series.t or [0.0]))
+    last = _trace_end_t(inc)
     if inc.decided_t is None:
         return last or 1.0
     decided = inc.run_offset_s + inc.decided_t
@@ -144,10 +149,10 @@ def render_svg(inc):
     """The chart: title, phase bands, the time between attempts, one panel per signal, the
     time axis, the phase legend and the markers of the attempts, the onset and the verdict."""
     panels = _panels(inc.series)
+    panels_end = TOP_PX + len(panels) * (PANEL_H_PX + GAP_PX)
     frame = _Frame(inc=inc, t_max=chart_end_t(inc), gaps=between_attempts(inc),
-                   several=len(inc.attempts) > 1 and inc.run_offset_s > 0,
-                   bottom=TOP_PX + len(panels) * (PANEL_H_PX + GAP_PX) - GAP_PX)
-    out = _svg_head(inc, TOP_PX + len(panels) * (PANEL_H_PX + GAP_PX) + BOTTOM_PX)
+                   several=len(inc.attempts) > 1 and inc.run_offset_s > 0, bottom=panels_end - GAP_PX)
+    out = _svg_head(inc, panels_end + BOTTOM_PX)
     out += _phase_bands(frame)
     out += _between_attempt_bands(frame)
     for i, (label, lines, fixed_max) in enumerate(panels):
@@ -276,7 +281,7 @@ def _time_axis(frame):
         tick += step
     out.append('<text x="%d" y="%d" fill="#555">%s</text>' % (
         LEFT_PX, bottom + 34, "time since attempt 1 began" if frame.several else "time since the watch began"))
-    last_t = max([inc.run_offset_s + inc.last_t] + (inc.series.t or [0.0]))
+    last_t = _trace_end_t(inc)
     if last_t > frame.t_max:
         out.append('<text x="%d" y="%d" text-anchor="end" fill="#555">trace continues to %s</text>' % (
             WIDTH_PX - RIGHT_PX, 22, escape(fmt_duration(last_t))))
