@@ -139,7 +139,7 @@ START_LIMIT_SECTION = "unit-start-limit"
 
 def ended_on_start_limit(run):
     """Whether systemd's start limit ended the run: the supervised restart's hand-over
-    (restart_procedure) or the OnFailure= handler's record (a start folder's needed_human)."""
+    (plugin_utils/restart/run_ending.py) or the OnFailure= handler's record (a start folder's needed_human)."""
     if (run or {}).get("needed_human_why") == "start_limit":
         return True
     return "start limit" in ((run or {}).get("gave_up_because") or "")
