@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from ansible_collections.sglang_ops.serving.plugins.action import sglang_restart as action
-from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import verdict_memory
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import observe_only_decision
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host import service_defaults
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services.supervisor_settings import SupervisorSettings
 from ansible_collections.sglang_ops.serving.plugins.modules import sglang_restart as doc
@@ -68,8 +68,8 @@ def test_rule_4s_ceiling_has_one_default_for_the_role_the_supervisor_and_the_act
     role, options = _role_defaults(), yaml.safe_load(doc.DOCUMENTATION)["options"]
     settings = SupervisorSettings()
     for option, variable, value in (("observe_only_min_ceiling_s", "sglang_service_observe_only_min_ceiling_s",
-                                     verdict_memory.MIN_CEILING_S),
+                                     observe_only_decision.MIN_CEILING_S),
                                     ("observe_only_ceiling_factor", "sglang_service_observe_only_ceiling_factor",
-                                     verdict_memory.CEILING_FACTOR)):
+                                     observe_only_decision.CEILING_FACTOR)):
         assert role[variable] == value == getattr(settings, option)
         assert action.ARGUMENT_SPEC[option]["default"] == options[option]["default"] == value

@@ -1,5 +1,5 @@
 """Rule 4 of the detector, "never keep a server down by our own verdict": when earlier
-starts of the unit ended the same way (plugins/module_utils/domain/verdict_memory.py), this start
+starts of the unit ended the same way (plugins/module_utils/domain/observe_only_decision.py), this start
 is watched but not stopped. A stall or a line-confirmed failure is held as the non-final
 verdict `observing`; only a dead process ends the start, and at the ceiling the start is
 `stalled` / `stall_observe_ceiling`, for a human. Pure, no I/O.

@@ -1,7 +1,7 @@
 """Rule 4 of the detector where a start begins: "never keep a server down by our own
 verdict" (docs/detector.md). When the unit's last starts ended with the same verdict in the
 same phase, a restart did not help: this start runs watched but unkilled, up to a ceiling
-learned from the host's usual time to ready (module_utils/domain/verdict_memory.py decides), and
+learned from the host's usual time to ready (module_utils/domain/observe_only_decision.py decides), and
 on-call is told why in the same words everywhere (STATUS=, the progress line, the start
 record, the trace, the restart's summary).
 
@@ -24,10 +24,10 @@ RECENT_STARTS = 5          # earlier starts read; rule 4 needs the last few only
 def from_starts(starts, usual_ready_s=None, min_ceiling_s=None, ceiling_factor=None):
     """The ObserveOnly for the next start of a unit whose earlier starts (newest first,
     dicts with verdict, reason_code, phase) are `starts`, or None. A bound left None is
-    verdict_memory's default (30 min, 3x the usual time)."""
+    observe_only_decision's default (30 min, 3x the usual time)."""
     # Imported here: the watch loop imports words() from this module, and only a start's
     # beginning needs the decision.
-    from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.verdict_memory import observe_only_from_starts
+    from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.observe_only_decision import observe_only_from_starts
     bounds = {k: float(v) for k, v in (("min_ceiling_s", min_ceiling_s), ("ceiling_factor", ceiling_factor))
               if v is not None}
     return observe_only_from_starts(list(starts), usual_ready_s=usual_ready_s, **bounds)

@@ -73,7 +73,7 @@ class WatchOptions:
     # One node of a server over several hosts: decided_elsewhere(t) -> the server's final
     # Assessment once another node decided the start (or gave up), else None.
     decided_elsewhere: object = None
-    # Rule 4 (module_utils/services/observe_only.py): a verdict_memory.ObserveOnly when the same verdict
+    # Rule 4 (module_utils/services/observe_only.py): a observe_only_decision.ObserveOnly when the same verdict
     # ended the unit's last starts; the detector then holds its verdicts up to the ceiling.
     observe_only: object = None
 

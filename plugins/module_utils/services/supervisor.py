@@ -159,7 +159,7 @@ class Supervisor:
         self.cost = SupervisorCost()
         self.outlook = None      # StartOutlook: the ETA, and the metrics file when metrics_dir is set
         self.attempt = 1         # systemd's restarts of the unit so far, plus one
-        self.observe_only = None  # a verdict_memory.ObserveOnly when rule 4 holds this start unkilled
+        self.observe_only = None  # a observe_only_decision.ObserveOnly when rule 4 holds this start unkilled
         # the weight cache daemon this unit is (serves weight_cache) or attaches to; None: none
         self.cache_watch = WeightCacheWatch(settings.weight_cache_ready_template, settings.nvidia_smi) \
             if settings.weight_cache_ready_template else None
@@ -285,7 +285,7 @@ class Supervisor:
         finally:
             self.server.stop()
         self._count_failure(code, status)
-        # which rule decided: rule 4's memory skips starts a dead process ended (verdict_memory)
+        # which rule decided: rule 4's memory skips starts a dead process ended (observe_only_decision)
         self.record.update(rule=((assessment or {}).get("evidence") or {}).get("rule"))
         return self._finish(verdict, phase, code, reason, status)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host import service_defaults
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records import safe_files, start_records
-from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import verdict_memory, weight_cache
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import observe_only_decision, weight_cache
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector_settings import from_overrides
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.number_range import range_words
 
@@ -106,8 +106,8 @@ class SupervisorSettings:
     metrics_dir: object = None
     # Rule 4 (module_utils/services/observe_only.py): the ceiling of a start that runs observe-only is
     # the larger of this and observe_only_ceiling_factor times the host's usual time to ready.
-    observe_only_min_ceiling_s: float = verdict_memory.MIN_CEILING_S
-    observe_only_ceiling_factor: float = verdict_memory.CEILING_FACTOR
+    observe_only_min_ceiling_s: float = observe_only_decision.MIN_CEILING_S
+    observe_only_ceiling_factor: float = observe_only_decision.CEILING_FACTOR
     # What the unit runs: "engine" (the SGLang server) or "weight_cache" (SGLang's weight
     # cache daemon, ready when every GPU's ready file names a live pid; no HTTP).
     serves: str = weight_cache.SERVES_ENGINE

@@ -1,6 +1,6 @@
 """Rule 4's gate in the detector: an observe-only start is watched, never stopped by a
 stall or a line; only a dead process or the ceiling ends it, and it can still become ready."""
-from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.verdict_memory import ObserveOnly
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.observe_only_decision import ObserveOnly
 
 OBSERVE = ObserveOnly(ceiling_s=1800.0, why="the last 2 starts ended stalled (stall_idle) in post_load",
                       verdict="stalled", reason_code="stall_idle", phase="post_load")

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.verdict_memory import ObserveOnly
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.observe_only_decision import ObserveOnly
 from ansible_collections.sglang_ops.serving.tests.unit.detector.conftest import Start
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))

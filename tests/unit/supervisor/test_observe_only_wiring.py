@@ -1,6 +1,6 @@
 """Rule 4 where a start begins (module_utils/services/observe_only.py): the earlier starts read from
-the supervisor's folders and the restart's run.json files reach verdict_memory, and its
-answer reaches the detector and every line on-call reads. verdict_memory's own decision
+the supervisor's folders and the restart's run.json files reach observe_only_decision, and its
+answer reaches the detector and every line on-call reads. observe_only_decision's own decision
 is pinned by its tests; here a recording double stands in for it."""
 import dataclasses
 import json
@@ -15,7 +15,7 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services.start_watch import WatchOptions, watch_start
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart import observe_only_step
 
-MODULE = "ansible_collections.sglang_ops.serving.plugins.module_utils.domain.verdict_memory"
+MODULE = "ansible_collections.sglang_ops.serving.plugins.module_utils.domain.observe_only_decision"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,7 +29,7 @@ class Held:
 
 @pytest.fixture
 def decisions(monkeypatch):
-    """The calls verdict_memory.observe_only_from_starts receives; it answers Held when the
+    """The calls observe_only_decision.observe_only_from_starts receives; it answers Held when the
     two newest starts share verdict and phase."""
     calls = []
 
@@ -68,7 +68,7 @@ def test_a_ready_start_between_means_no_observe_only(tmp_path, decisions):
     _start(tmp_path, 1796000000, 1, verdict="stalled", phase="weight_load")
     _start(tmp_path, 1796000100, 2, verdict="ready", phase="ready")
     assert observe_only.on_host(str(tmp_path)) is None
-    assert decisions[-1]["min_ceiling_s"] == 1800.0   # verdict_memory's own default when none is given
+    assert decisions[-1]["min_ceiling_s"] == 1800.0   # observe_only_decision's own default when none is given
 
 
 def test_on_call_reads_the_why_and_the_ceiling_in_one_form():

@@ -3,7 +3,7 @@ import dataclasses
 
 import pytest
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.verdict_memory import ObserveOnly, observe_only_from_starts
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.observe_only_decision import ObserveOnly, observe_only_from_starts
 
 
 def rec(verdict, code, phase, **extra):
