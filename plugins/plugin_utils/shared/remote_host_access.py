@@ -29,13 +29,13 @@ class RemoteHostAccess:
         """The same access whose probe calls also pass `more` (e.g. venv_bin, once the restart
         has read the unit's venv off ExecStart); this one is left as it is."""
         return RemoteHostAccess(self.unit, self.shell, self.run_probe, self.emit, dict(self._probe_args, **more),
-                              clock=self.clock, sleep=self.sleep)
+                                clock=self.clock, sleep=self.sleep)
 
     def for_unit(self, unit):
         """The same access aimed at another unit of the host (the weight cache daemon's):
         its reads and verbs name that unit."""
         return RemoteHostAccess(unit, self.shell, self.run_probe, self.emit, dict(self._probe_args, unit=unit),
-                              clock=self.clock, sleep=self.sleep)
+                                clock=self.clock, sleep=self.sleep)
 
     def probe(self, cursor=None, stacks=False, since_epoch_s=None):
         """One observation (start_watch.HostAccess.probe)."""

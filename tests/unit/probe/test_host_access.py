@@ -17,8 +17,8 @@ def _parameters(fn):
 
 def _remote(calls, **probe_args):
     return RemoteHostAccess("u.service", shell=None, run_probe=lambda args: calls.append(args) or {"args": args},
-                          emit=lambda line: None, probe_args=dict({"unit": "u.service"}, **probe_args),
-                          clock=lambda: 100.0, sleep=lambda s: None)
+                            emit=lambda line: None, probe_args=dict({"unit": "u.service"}, **probe_args),
+                            clock=lambda: 100.0, sleep=lambda s: None)
 
 
 def test_the_protocol_names_exactly_what_the_watch_calls():
