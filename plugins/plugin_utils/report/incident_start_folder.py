@@ -53,6 +53,23 @@ def _read_verdict(folder):
     return record
 
 
+def _decided_t(folder):
+    """When the supervisor's watch decided the start (the first final assessment its trace
+    stored), or None: the record's ended_at is later, after the diagnostics and the stop."""
+    path = os.path.join(folder, start_records.TRACE)
+    try:
+        if os.path.getsize(path) > start_records.TRACE_MAX_BYTES:
+            return None
+        dummy_header, observations = trace_format.read_trace(path)
+    except (OSError, ValueError):
+        return None
+    for obs in observations:
+        assessment = obs.get("assessment")
+        if isinstance(assessment, dict) and assessment.get("final") and isinstance(assessment.get("t"), (int, float)):
+            return assessment["t"]
+    return None
+
+
 def _outcome(record):
     """ready, gave_up (a restart cannot help, or systemd's start limit stopped the restarts),
     interrupted (stopped, or the supervisor was killed) or restarted (systemd restarts a
@@ -81,7 +98,7 @@ def start_folder_run(start_dir):
     outcome = _outcome(record)
     started, ended = record.get("started_at"), record.get("ended_at")
     elapsed = record.get("ready_after_s") if record["verdict"] == "ready" else (
-        ended - started if isinstance(started, (int, float)) and isinstance(ended, (int, float)) else None)
+        _decided_t(folder) or (ended - started if isinstance(started, (int, float)) and isinstance(ended, (int, float)) else None))
     has_diagnostics = os.path.isdir(os.path.join(folder, start_records.DIAGNOSTICS))
     needed = record.get("needed_human") or {}
     attempt = {"n": 1, "trace": start_records.TRACE if os.path.isfile(os.path.join(folder, start_records.TRACE)) else None,

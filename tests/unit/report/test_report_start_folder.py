@@ -83,3 +83,18 @@ def test_a_ready_start_says_its_time_to_ready_against_the_usual(tmp_path, capsys
     assert md.startswith("# Start report: sglang-k26-ddtree came up ready")
     assert "The last attempt was ready after 8m20s; usual 5m00s (median of 1 earlier ready start of this host)." in md
     assert "- slower than usual: weight_load took 5m00s, usual 1m40s (3.0\u00d7)" in md
+
+
+def test_the_decision_time_is_the_watchs_own_not_the_records_end(tmp_path):
+    """The supervisor's trace stores the assessment that decided; verdict.json's ended_at
+    comes later (diagnostics, the stop), and the report tells the watch's time."""
+    from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report.incident_start_folder import start_folder_run
+    from ansible_collections.sglang_ops.serving.tests.unit.report.report_fixtures import HEADER, assessment, obs, write_trace
+    folder = _start(tmp_path / "starts", FAILED, "failed", phase="distributed_init", reason_code="process_exited",
+                    reason="server process exited", exit_code=1, ended_at=1796000050.3)
+    write_trace(str(folder / "trace.jsonl"), HEADER, [obs(0), obs(2.1)],
+                [assessment(0, "starting", "progressing", "progressing"),
+                 assessment(2.1, "distributed_init", "failed", "process_exited")])
+    assert start_folder_run(str(folder))["attempts"][0]["t"] == 2.1
+    (folder / "trace.jsonl").unlink()   # no trace: the record's own span
+    assert start_folder_run(str(folder))["attempts"][0]["t"] == 50.3
