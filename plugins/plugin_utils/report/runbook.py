@@ -6,7 +6,8 @@ an anchor line `<a id="CODE"></a>` directly above its `## ` heading and runs to 
 anchored section; `### ` headings inside it are its parts (Symptoms, Confirm, Next steps,
 Escalate).
 
-A procedure the Molecule case `runbook_drill` runs (molecule/ee/tasks/runbook_drill.yml) is a
+A procedure the Molecule cases run (`runbook_drill`, molecule/ee/tasks/runbook_drill.yml;
+`runbook_cold_restart`, molecule/restart/cases/runbook_cold_restart.yml) is a
 fenced ```sh block right after a marker line `<!-- drill: NAME -->`; `drill_blocks` reads them,
 and `python3 runbook.py RUNBOOK NAME` prints one, failing when the runbook has no such block,
 so the test runs what the runbook says.

@@ -19,7 +19,8 @@ from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report.incident
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 RUNBOOK = os.path.join(ROOT, "docs", "runbook.md")
 RULES = os.path.join(ROOT, "monitoring", "sglang-ops.rules.yml")
-DRILL = os.path.join(ROOT, "molecule", "ee", "tasks", "runbook_drill.yml")
+DRILLS = [os.path.join(ROOT, "molecule", "ee", "tasks", "runbook_drill.yml"),
+          os.path.join(ROOT, "molecule", "restart", "cases", "runbook_cold_restart.yml")]
 _LINK = re.compile(r"runbook\.md#([A-Za-z0-9_.-]+)")
 
 
@@ -118,9 +119,11 @@ def test_a_broken_link_is_caught():
 
 
 def test_every_procedure_the_drill_runs_is_a_marked_block_of_the_runbook():
-    with open(DRILL, encoding="utf-8") as fh:
-        names = set(re.findall(r"drill_name: ([a-z0-9-]+)", fh.read()))
-    assert {"hold", "release", "api-key-change", "start-limit-reset", "held-verdict", "fix-once"} <= names
+    names = set()
+    for drill in DRILLS:
+        with open(drill, encoding="utf-8") as fh:
+            names |= set(re.findall(r"drill_name: ([a-z0-9-]+)", fh.read()))
+    assert {"hold", "release", "api-key-change", "start-limit-reset", "held-verdict", "fix-once", "force-cold-restart"} <= names
     blocks = runbook_mod.drill_blocks(_runbook())
     assert names - set(blocks) == set()
     assert blocks["start-limit-reset"].startswith("systemctl reset-failed sglang-k26-ddtree")
