@@ -97,8 +97,9 @@ def start_folder_run(start_dir):
                if r is not None]
     outcome = _outcome(record)
     started, ended = record.get("started_at"), record.get("ended_at")
-    elapsed = record.get("ready_after_s") if record["verdict"] == "ready" else (
-        _decided_t(folder) or (ended - started if isinstance(started, (int, float)) and isinstance(ended, (int, float)) else None))
+    elapsed = record.get("ready_after_s") if record["verdict"] == "ready" else _decided_t(folder)
+    if elapsed is None and record["verdict"] != "ready" and isinstance(started, (int, float)) and isinstance(ended, (int, float)):
+        elapsed = ended - started
     has_diagnostics = os.path.isdir(os.path.join(folder, start_records.DIAGNOSTICS))
     needed = record.get("needed_human") or {}
     attempt = {"n": 1, "trace": start_records.TRACE if os.path.isfile(os.path.join(folder, start_records.TRACE)) else None,
