@@ -79,7 +79,8 @@ class Detector:
         self._log.read(obs.get("log") or (), t, moved, facts)
         dead = self._unit.gone(obs, facts, not first)
         self._procs.read(obs.get("procs"), t, moved, first)
-        self._gpus.read(obs.get("gpus"), t, moved, first, obs.get("gpu_procs"), self._unit_memory.per_gpu(obs))
+        unit_mem = self._unit_memory.per_gpu(obs)
+        self._gpus.read(obs.get("gpus"), t, moved, first, obs.get("gpu_procs"), unit_mem, self._unit_memory.shared_gpus(obs))
         self._gpus.read_missing(obs, t)
         self._read_http(obs.get("http"), t, moved, first)
         self._stacks.read(obs.get("stacks"), t, moved)
@@ -134,7 +135,7 @@ class Detector:
                        gpu_run=gpus.run, smi_since=gpus.smi_since, cpu_burst_t=procs.cpu_bursts.last_t,
                        frozen_s=procs.frozen.held_s(t), stopped=procs.stopped, compilers=procs.compilers,
                        stacks=stacks.since_progress, last_stack_t=stacks.last_t, work_stack_t=stacks.work_t,
-                       sync_stack_t=stacks.sync_t)
+                       sync_stack_t=stacks.sync_t, same_stacks_since=stacks.same_since, same_stacks_count=stacks.same_count)
         j = self.signatures.judge(seen, evidence)
         assessment = Assessment(t, seen.phase, j.verdict, j.reason_code, j.reason, evidence, progress, j.want_stacks)
         return self._decide(assessment) if j.verdict == "stalled" else assessment
@@ -169,7 +170,7 @@ class Detector:
         return "moving: %s" % words
 
     def _progress(self, t):
-        gpus = self._gpus.fresh(t)
+        gpus = self._gpus.fresh(t, own=False)
         shard_bar = self._log.bars.get("shards")
         procs = self._procs
         http = None

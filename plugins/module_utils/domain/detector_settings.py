@@ -12,6 +12,10 @@ from dataclasses import dataclass, fields, replace
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.number_range import range_problem
 
 _KERNEL_PHASES = ("jit_compile", "cuda_graph", "warmup")
+# How long each phase usually takes where the host has no history of it (seconds): the
+# longest a healthy start is expected to sit in one wait of that phase.
+_USUAL_PHASE_S = ("starting=60", "distributed_init=60", "weight_load=300", "post_load=180", "kv_cache=60",
+                  "jit_compile=600", "cuda_graph=120", "http_server=60", "warmup=120")
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,12 @@ class DetectorSettings:
     # A GPU at spin utilisation drawing this much more power than the lowest seen on an idle
     # GPU (percent of that) runs compute kernels; a spin-wait draws about idle power.
     gpu_compute_power_above_idle_pct: float = 75.0
+    # The power level of a spin-wait: a GPU at spin utilisation is spinning only while it
+    # draws at most gpu_spin_power_max_limit_pct of its power.limit (`power_limit_w`); a
+    # board that does not say its limit: at most gpu_spin_power_max_w (no board spins above
+    # it), else the learned idle power above. More is compute (matmuls draw 60-100 %).
+    gpu_spin_power_max_limit_pct: float = 30.0
+    gpu_spin_power_max_w: float = 250.0
     idle_util_pct: float = 10.0
     # Windows, measured from the moment the signature appeared (with no progress since).
     stall_spin_window_s: float = 300.0
@@ -101,6 +111,14 @@ class DetectorSettings:
     # nvidia-smi timing out on every poll this long while the unit runs (a hung collective
     # can wedge the driver) with nothing else moving.
     stall_gpu_unanswered_window_s: float = 300.0
+    # Rule 5, blind on power (no GPU reading, or GPUs at spin utilisation with no power
+    # reading): identical stacks of every rank in one wait (a collective or a synchronize)
+    # for blind_wait_usual_x times what the phase usually takes (the host's history,
+    # blind_wait_history_s, else blind_wait_usual_s), and at least blind_wait_min_s, is a stall.
+    blind_wait_usual_s: tuple = _USUAL_PHASE_S
+    blind_wait_history_s: tuple = ()
+    blind_wait_usual_x: float = 2.0
+    blind_wait_min_s: float = 120.0
     # A waiting signature held this long turns "quiet" into "suspect".
     suspect_after_s: float = 30.0
     # A log message (numbers aside) seen in this many earlier polls is a heartbeat.
@@ -153,6 +171,8 @@ RANGES = (
     ("_gpus", 1, 1024, True),
     ("_polls", 1, 10000, True),
     ("_depth", 1, 1000, True),
+    ("_w", 0, 100000, True),
+    ("_x", 1, 1000, True),
 )
 
 
@@ -167,6 +187,8 @@ def check_range(key, value):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         if isinstance(value, tuple) and not all(value):
             raise ValueError("detector setting %s must not hold an empty name" % key)
+        if isinstance(value, tuple) and key.endswith("_s"):
+            phase_seconds(value, key)
         return value
     for suffix, low, high, low_ok in RANGES:
         if key.endswith(suffix):
@@ -177,6 +199,25 @@ def check_range(key, value):
     if problem:
         raise ValueError(problem)
     return value
+
+
+def phase_seconds(entries, key="blind_wait_usual_s"):
+    """{phase: seconds} of a setting written as PHASE=SECONDS entries; ValueError naming the
+    setting for an entry that is not one."""
+    out = {}
+    for entry in entries:
+        phase, sep, seconds = str(entry).partition("=")
+        try:
+            value = float(seconds)
+        except ValueError:
+            value = None
+        if not sep or not phase.strip() or value is None:
+            raise ValueError("detector setting %s expects PHASE=SECONDS entries, got %r" % (key, entry))
+        problem = range_problem("detector setting %s (%s)" % (key, phase.strip()), value, 0, DAY_S, False)
+        if problem:
+            raise ValueError(problem)
+        out[phase.strip()] = value
+    return out
 
 
 def _coerce(key, default, value):

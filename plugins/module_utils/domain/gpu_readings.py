@@ -3,9 +3,13 @@
 Each answer becomes a `GpuSample` (spinning and idle GPUs, utilisation moving between bands,
 the sums), moves the `gpu_mem` channel when a GPU's memory left its value at its last move
 (the unit's own holders' memory where `unit_gpu_memory.py` has it, else the board's), and
-teaches the idle power a GPU draws doing nothing (a spin at idle power is a spin-wait, not a
-compute kernel). A timed-out nvidia-smi while the unit runs is remembered too: a wedged driver
-is evidence, not nothing (rule 5).
+teaches the idle power a GPU draws doing nothing. A GPU at spin utilisation spins only at a
+spin-wait's power (a fraction of its power.limit, `gpu_spin_power_max_limit_pct`): drawing
+more it runs compute kernels; without a power reading the level is unknown (rule 5).
+Utilisation and power are board totals: they are the unit's only on a GPU no other process
+holds (`shared`, from unit_gpu_memory.py); on a shared GPU they say nothing about the unit.
+A timed-out nvidia-smi while the unit runs is remembered too: a wedged driver is evidence,
+not nothing (rule 5).
 """
 from dataclasses import dataclass
 
@@ -24,15 +28,18 @@ class GpuSample:
     spinning: list       # indexes at or above spin_util_pct
     all_idle: bool       # every GPU below idle_util_pct
     active: bool         # utilisation between idle and spin, or a GPU changed band: kernels come and go
-    spin_at_idle_power: bool  # every spinning GPU draws about its idle power: a spin-wait, not a compute kernel
+    spin_at_idle_power: bool  # every spinning GPU draws a spin-wait's power: a spin, not a compute kernel
     between: bool = False     # some GPU between idle and spin, or bursting above its noise: kernels finishing
+    spin_power_unknown: bool = False  # some spinning GPU without a power reading: spin or kernel, unknown (rule 5)
+    own: bool = True          # utilisation and power read on some GPU the unit holds alone
 
 
 @dataclass
 class _Bands:
     """What one answer's utilisation readings say, GPU by GPU."""
     spinning: list
-    spin_powers: list
+    spin_levels: list     # per spinning GPU: True at a spin-wait's power, None without a reading
+    own: bool = False
     all_idle: bool = True
     active: bool = False
     between: bool = False
@@ -47,60 +54,67 @@ class GpuReadings:
         self.bursts = GpuBursts(settings.gpu_burst_util_pct, settings.gpu_burst_margin_pct)
         self.sample = None        # GpuSample, the last nvidia-smi answer
         self.active_t = None      # the last poll with kernels coming and going
-        self.run = 0              # polls in a row with a GPU reading, this one included
+        self.run = 0              # polls in a row with a GPU reading of the unit's own, this one included
         self.smi_since = None     # first nvidia-smi timeout of the current run of them
         self._mem_ref = {}        # gpu index (board) or ("unit", index) -> MiB at its last move
         self._bands = {}          # gpu index -> band (last sample)
         self._idle_power_w = None  # lowest power of a GPU seen idle: what a GPU draws doing nothing
 
-    def fresh(self, t):
-        """The last sample, unless it is older than signal_stale_s."""
-        if self.sample is None or t - self.sample.t > self.settings.signal_stale_s:
+    def fresh(self, t, own=True):
+        """The last sample, unless it is older than signal_stale_s or (`own`) its utilisation
+        and power are no GPU's the unit holds alone: then the unit's GPUs are unread (rule 5)."""
+        sample = self.sample
+        if sample is None or t - sample.t > self.settings.signal_stale_s or (own and not sample.own):
             return None
-        return self.sample
+        return sample
 
-    def read(self, gpus, t, moved, first, gpu_procs=None, unit_mem=None):
+    def read(self, gpus, t, moved, first, gpu_procs=None, unit_mem=None, shared=frozenset()):
         """Record one nvidia-smi sample: memory moves (of the unit's own processes where
-        `unit_mem` has them, else of the board), spinning and idle GPUs, sums."""
+        `unit_mem` has them, else of the board), spinning and idle GPUs among those the unit
+        holds alone (not in `shared`), sums."""
         if not isinstance(gpus, list) or not gpus:
             self.run = 0
             return
-        self.run += 1
         recent = self.sample is not None and t - self.sample.t <= self.settings.signal_stale_s
-        bands = self._read_bands(gpus, recent, gpu_procs)
+        bands = self._read_bands(gpus, recent, gpu_procs, shared)
+        self.run = self.run + 1 if bands.own else 0
         used, total, mem_moved = self._read_memory(gpus, unit_mem)
         if mem_moved and not first:
             moved.append("gpu_mem")
         if bands.active and not first:
             self.active_t = t
-        floor = self._idle_power_w
-        at_idle_power = bool(bands.spin_powers) and floor is not None and None not in bands.spin_powers
+        levels = bands.spin_levels
         self.sample = GpuSample(t, len(gpus), used, total, bands.util_max, bands.spinning, bands.all_idle, bands.active,
-                                at_idle_power, bands.between)
+                                bool(levels) and all(levels), bands.between, None in levels, bands.own)
         self.smi_since = None
 
-    def _read_bands(self, gpus, recent, gpu_procs):
-        """Each GPU's band (idle, between, spin) this answer, learning the idle power on the way."""
+    def _read_bands(self, gpus, recent, gpu_procs, shared):
+        """Each GPU's band (idle, between, spin) this answer, learning the idle power on the
+        way; a GPU another process shares has none (its readings are not the unit's)."""
         s = self.settings
         bursts = self.bursts
         burst_hist, burst_min = bursts.readings, s.gpu_burst_util_pct
         spin_at, idle_below = s.spin_util_pct, s.idle_util_pct
-        above_idle = s.gpu_compute_power_above_idle_pct / 100.0
         floor = self._idle_power_w
         last_bands = self._bands
         out = _Bands([], [])
         for pos, g in enumerate(gpus):
             idx = g.get("index", pos)
+            if idx in shared:
+                last_bands.pop(idx, None)
+                continue
+            out.own = True
             util = g.get("util_pct") or 0
             power = g.get("power_w")
             if power.__class__ is not int and power.__class__ is not float:
                 power = None
             elif util < idle_below and (floor is None or power < floor):
                 floor = power
-            if util >= spin_at and (power is None or floor is None or power < floor * (1.0 + above_idle)):
+            level = None if power is None or util < spin_at else self._spin_level(power, g.get("power_limit_w"), floor)
+            if util >= spin_at and level is not False:
                 band = SPIN_BAND
                 out.spinning.append(idx)
-                out.spin_powers.append(power)
+                out.spin_levels.append(level)
                 out.all_idle = False
             elif util >= idle_below or (util >= burst_min and bursts.is_burst(idx, util) and _owned(gpu_procs, idx)):
                 # busy, flat out while drawing compute power, or a burst above the GPU's own
@@ -121,6 +135,19 @@ class GpuReadings:
             last_bands[idx] = band
         self._idle_power_w = floor
         return out
+
+    def _spin_level(self, power, limit, floor):
+        """Whether a GPU at spin utilisation draws a spin-wait's power: True (a spin), False
+        (compute kernels), None (the level cannot be told: a board without its limit, at
+        most gpu_spin_power_max_w, before an idle reading taught its idle power)."""
+        s = self.settings
+        if (limit.__class__ is int or limit.__class__ is float) and limit > 0:
+            return power <= limit * s.gpu_spin_power_max_limit_pct / 100.0
+        if power > s.gpu_spin_power_max_w:
+            return False
+        if floor is None:
+            return None
+        return power < floor * (1.0 + s.gpu_compute_power_above_idle_pct / 100.0)
 
     def _read_memory(self, gpus, unit_mem):
         """(used MiB, total MiB, whether some GPU's memory moved by gpu_mem_noise_mib since its last move)."""

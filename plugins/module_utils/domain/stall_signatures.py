@@ -4,8 +4,10 @@ stall signature holds and for how long, and the verdict words. Pure, no I/O.
 
 - frozen: the unit's CPU clock has not moved (rule 5, evidence on its own);
 - parked: identical stacks in a wait on samples far enough apart, the hardware agreeing;
-- spinning: GPUs pinned with flat memory (a shorter window at idle power), or parked stacks
-  with spinning GPUs;
+- spinning: GPUs pinned with flat memory at a spin-wait's power (a shorter window), or parked
+  stacks with spinning GPUs;
+- blind on power: identical stacks in one wait far past what the phase usually takes, when
+  no power reading tells a spin from a kernel at work (rule 5);
 - stopped: every process in state T (rule 5, evidence on its own);
 - idle: every signal flat; without a GPU reading the window grows (rule 5);
 - blind: nvidia-smi wedged while nothing moves (rule 5);
@@ -16,6 +18,7 @@ import functools
 import re
 from dataclasses import dataclass
 
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector_settings import phase_seconds
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.durations import fmt_duration
 
 WAIT_FRAME = re.compile(r"wait|barrier|futex|poll|select|recv|sleep|acquire|join|synchroni[sz]e|"
@@ -46,6 +49,8 @@ class Silence:
     last_stack_t: object = None
     work_stack_t: object = None  # last stack sample in which a rank was computing, not waiting
     sync_stack_t: object = None  # last stack sample with every rank in a device synchronize
+    same_stacks_since: object = None  # the first of the stack samples in a row identical to the latest
+    same_stacks_count: int = 0
 
 
 @dataclass(frozen=True)
@@ -102,6 +107,8 @@ class StallSignatures:
         self._stopped = _Clock()
         self._idle_gpu_seen = False
         self._last_busy_t = None
+        self._usual_s = phase_seconds(settings.blind_wait_usual_s, "blind_wait_usual_s")
+        self._history_s = phase_seconds(settings.blind_wait_history_s, "blind_wait_history_s")
 
     def on_progress(self):
         """Something moved: the spin and idle spells end."""
@@ -114,7 +121,7 @@ class StallSignatures:
         poll = self._take_in(seen)
         self._describe(seen, poll, evidence)
         for signature in (self._parked_stacks, self._stopped_processes, self._spinning_gpus, self._frozen_clock,
-                          self._idle_signals, self._smi_wedged, self._hard_ceiling):
+                          self._idle_signals, self._smi_wedged, self._blind_wait, self._hard_ceiling):
             judgement = signature(seen, poll, evidence)
             if judgement is not None:
                 return judgement
@@ -256,6 +263,48 @@ class StallSignatures:
             fmt_duration(t - seen.smi_since), fmt_duration(poll.quiet_s))
         return Judgement("stalled", "stall_spin", reason)
 
+    def blind_wait_bound(self, phase):
+        """(bound s, usual s, where the usual came from): how long identical stacks in one wait
+        may last in `phase` when the power of the GPUs is unknown (rule 5)."""
+        s = self.settings
+        if phase in self._history_s:
+            usual, source = self._history_s[phase], "the host's history"
+        else:
+            usual = self._usual_s.get(phase, max(self._usual_s.values(), default=s.blind_wait_min_s))
+            source = "the default"
+        return max(s.blind_wait_min_s, s.blind_wait_usual_x * usual), usual, source
+
+    def _blind_wait(self, seen, poll, evidence):
+        """Rule 5, blind on power: every rank's stack identical in one wait (a collective, a
+        synchronize) for far longer than the phase usually takes, while no power reading says
+        whether the GPUs spin or compute and nothing else shows work."""
+        s, gpus, since = self.settings, seen.gpus, seen.same_stacks_since
+        if since is None or seen.same_stacks_count < 2 or seen.t - seen.last_stack_t > 3 * s.stacks_interval_s:
+            return None
+        if gpus is not None and not (gpus.spinning and gpus.spin_power_unknown):
+            return None   # GPUs idle, at work, or at a spin's power: the other signatures read them
+        if poll.gpu_active or (seen.gpu_active_t or since - 1) >= since or (seen.cpu_burst_t or since - 1) >= since \
+                or seen.compilers or not seen.stacks or seen.stacks[-1][0] != seen.last_stack_t:
+            return None
+        sample = seen.stacks[-1][1]
+        waits = [wait_frame(frames, s.stack_collective_depth) for frames in sample.values()]
+        if not waits or not all(waits):
+            return None
+        held_s = seen.last_stack_t - since
+        bound_s, usual_s, source = self.blind_wait_bound(seen.phase)
+        if held_s < bound_s:
+            return None
+        evidence["rule"] = "rule 5: identical stacks in one wait past the phase's bound, GPU power unknown"
+        evidence["stacks"] = {"ranks": len(sample), "samples": seen.same_stacks_count, "held_s": round(held_s, 1),
+                              "wait_frame": waits[0], "bound_s": bound_s, "usual_s": usual_s, "usual_from": source}
+        words = "%d GPU(s) at >= %d%% utilisation without a power reading" % (len(gpus.spinning), s.spin_util_pct) \
+            if gpus is not None else "no GPU reading"
+        reason = ("all %d sampled ranks show the same stack, in %s, on %d samples over %s (%s), past %s: %.3g x the "
+                  "%s %s usually takes (%s)") % (
+            len(sample), waits[0], seen.same_stacks_count, fmt_duration(held_s), words, fmt_duration(bound_s),
+            s.blind_wait_usual_x, fmt_duration(usual_s), seen.phase, source)
+        return Judgement("stalled", "stall_spin" if gpus is not None else "stall_wait_stacks", reason)
+
     def _hard_ceiling(self, seen, poll, evidence):
         """Rule 5: no progress for too long ends every start, busy or not."""
         s = self.settings
@@ -286,6 +335,12 @@ class StallSignatures:
         else:
             words = "nothing moved for %s" % fmt_duration(quiet_s)
         return Judgement("quiet", "quiet", words, want)
+
+    def _ranks_wait_apart(self, sample, ranks, waits):
+        """Every rank waits and some wait on the host or a collective, not only for their own
+        GPUs: SGLang's ranks run one code path in lockstep, so ranks parked apart wait on each other."""
+        depth = self.settings.stack_collective_depth
+        return all(waits) and any(host_wait_frame(sample[r], depth) for r in ranks)
 
     def _identical_wait_stacks(self, seen, cpu_idle):
         """Two samples since the last progress, far enough apart, identical, every rank waiting,
@@ -324,10 +379,16 @@ class StallSignatures:
                 last_burst = max(seen.gpu_active_t or 0.0, seen.cpu_burst_t or 0.0, seen.last_progress_t)
                 if t - last_burst < s.stall_parked_quiet_s:
                     return None
-            hardware = "GPUs idle" if gpus.all_idle else "GPUs spinning, utilisation flat"
-        elif any(host_wait_frame(new[r], s.stack_collective_depth) for r in common) and all(waits):
-            # every rank waits and some wait on the host, not only for their own GPUs: SGLang's
-            # ranks run one code path in lockstep, so ranks parked apart wait on each other
+                hardware = "GPUs idle"
+            elif gpus.spin_power_unknown:
+                # a GPU pinned without a power reading may be computing: only ranks parked apart
+                # settle it now; ranks all in a synchronize wait for the blind bound (_blind_wait)
+                if not self._ranks_wait_apart(new, common, waits):
+                    return None
+                hardware = "GPUs pinned (power unknown); every rank waiting, on the host or a collective"
+            else:
+                hardware = "GPUs spinning, utilisation flat"
+        elif self._ranks_wait_apart(new, common, waits):
             hardware = "no GPU reading; every rank waiting, on the host or a collective"
         else:
             return None

@@ -7,6 +7,10 @@ may be the unit's. A holder is another's when it was listed at a poll where ever
 the unit was known (the main PID and the py-spy samples' PIDs, as many as `procs.count`) and
 it was not one of them; a holder of unknown ownership counts, since it may be the unit's.
 Without `gpu_procs` (or with a holder on an unknown GPU) the board reading is all there is.
+
+The same knowledge says which boards are shared: a GPU on which a holder known to be
+another's is listed now. Utilisation and power are board totals with no split per process,
+so on a shared GPU they are not the unit's readings (gpu_readings.py leaves them unread).
 """
 
 
@@ -27,12 +31,19 @@ class UnitGpuMemory:
 
     def __init__(self):
         self.others = set()
+        self._shared = frozenset()
+
+    def shared_gpus(self, obs):
+        """The GPU indexes another process holds beside the unit in `obs` (read by per_gpu(obs)
+        first: it learns who the others are); empty without `gpu_procs`."""
+        return self._shared if isinstance(obs.get("gpu_procs"), list) else frozenset()
 
     def per_gpu(self, obs):
         """{gpu index: MiB held by holders that may be the unit's}, or None where only the
         board reading can be used."""
         holders = obs.get("gpu_procs")
         if not isinstance(holders, list):
+            self._shared = frozenset()
             return None
         holders = [p for p in holders if isinstance(p, dict) and isinstance(p.get("pid"), int)]
         known = _pids_known_now(obs)
@@ -40,6 +51,7 @@ class UnitGpuMemory:
         count = procs.get("count") if isinstance(procs, dict) else None
         if isinstance(count, int) and count > 0 and len(known) >= count:
             self.others.update(p["pid"] for p in holders if p["pid"] not in known)
+        self._shared = frozenset(p.get("gpu") for p in holders if p["pid"] in self.others)
         mem = {}
         for p in holders:
             if p["pid"] in self.others:

@@ -47,7 +47,7 @@ def test_settings_are_frozen():
 
 
 def test_every_time_or_size_setting_names_its_unit():
-    units = ("_s", "_pct", "_mib", "_bytes_per_s", "_gpus", "_polls", "_depth", "phases", "completion")
+    units = ("_s", "_pct", "_mib", "_bytes_per_s", "_gpus", "_polls", "_depth", "_w", "_x", "phases", "completion")
     for f in dataclasses.fields(DetectorSettings):
         assert f.name.endswith(units), f.name
 
