@@ -53,6 +53,10 @@ class Sim:
         self.no_gpu_reason = None         # nvidia-smi absent for the whole start (a blind watch)
         self.reverse_log_polls = set()   # observation numbers whose records arrive out of time order
         self.foreign_mem = [0.0] * gpus
+        self.power_limit_w = None         # nvidia-smi power.limit, reported beside power_w when set
+        # another process on GPU 0 (a shared board): its pid and, per poll, (util %, extra W)
+        self.neighbour_pid = None
+        self.neighbour_load = None
         for i in range(gpus):
             self.mem[i] = 0.0
 
@@ -173,12 +177,21 @@ class Sim:
                      "util_pct": self.rng.randint(lo, hi) if alive else self.rng.randint(0, 2)}
                 if power_w is not None:
                     g["power_w"] = round(self.rng.uniform(*power_w), 1)
+                    if self.power_limit_w is not None:
+                        g["power_limit_w"] = self.power_limit_w
+                if self.neighbour_load is not None and i == 0:
+                    n_util, n_power = self.neighbour_load(self)
+                    g["util_pct"] = max(g["util_pct"], n_util)
+                    if "power_w" in g:
+                        g["power_w"] = round(g["power_w"] + n_power, 1)
                 gpus.append(g)
             obs["gpus"] = gpus
             if alive and self.mem[0] > 0:
                 obs["gpu_procs"] = [{"pid": self.pid + i, "gpu": i, "mem_mib": int(self.mem[i])} for i in range(self.gpus)]
             else:
                 obs["gpu_procs"] = []
+            if self.neighbour_pid is not None:
+                obs["gpu_procs"].insert(0, {"pid": self.neighbour_pid, "gpu": 0, "mem_mib": int(self.foreign_mem[0])})
         obs["log"] = [dict({"t": p[0], "msg": p[1]}, **({"line_break": p[2]} if len(p) > 2 else {}))
                       for p in self.pending if p[0] <= self.t]
         self.pending = [p for p in self.pending if p[0] > self.t]
@@ -1398,6 +1411,135 @@ def stall_kernel_never_ends_no_power():
     deepgemm_begin(sim)
     sim.expect_stalled("jit_compile")
     sim.run(30 * 60, cpu_pct=800, util=(100, 100), progress=False)
+    return sim
+
+
+# One reading of the same evidence: a wait whose GPUs' power is unknown is judged by how long
+# the stacks stay identical against what the phase usually takes; with power, by its level.
+SYNC_FRAMES = ["synchronize (torch/cuda/__init__.py)", "capture_one_batch_size (cuda_graph_runner.py)",
+               "capture (cuda_graph_runner.py)", "rank_main (scheduler.py)"]
+
+
+def h100_start_to_graph(sim, ranks_util=(0, 2), power=None):
+    """A small start on H100s (power.limit 700 W) up to graph capture."""
+    sim.power_limit_w = 700.0
+    s_init(sim)
+    s_init_end(sim)
+    s_load(sim, 30, read_bps=30e6, mem_to=60000)
+    sim.run(sim.poll_s * 2, cpu_pct=100 * sim.gpus, util=ranks_util, power_w=power)
+    s_kv(sim)
+
+
+@scenario
+def stall_blind_allreduce_spin_same_synchronize_stacks():
+    sim = Sim("stall_blind_allreduce_spin_same_synchronize_stacks",
+              "An NCCL all-reduce that never completes in graph capture, on 2 H100s whose nvidia-smi cannot be read: "
+              "both ranks sit in the same synchronize on every py-spy sample (every 30 s) for 8 min, one core each "
+              "spinning in it, no log line, for 31 min. Without a GPU reading only how long the stacks stay identical, "
+              "against what graph capture usually takes, ends it.", gpus=2, poll_s=10.0, seed=91)
+    sim.no_gpu_reason = "nvidia-smi not found"
+    sim.comm = {"python3": 3}
+    h100_start_to_graph(sim)
+    graph_begin(sim)
+    sim.run(10, cpu_pct=200, mem_to=sim.mem[0] + 300, util=(30, 40))
+    sim.expect_stalled("cuda_graph")
+    sim.run(31 * 60, cpu_pct=200, util=(100, 100), stacks=SYNC_FRAMES, stacks_every_s=30.0, progress=False)
+    return sim
+
+
+@scenario
+def healthy_capture_same_synchronize_2min_no_power():
+    sim = Sim("healthy_capture_same_synchronize_2min_no_power",
+              "Graph capture on one GPU whose board reports no power: the rank sits in the same synchronize for 2m20s "
+              "(every py-spy sample identical) at 100 % utilisation, memory flat, one core busy, no log line; then the "
+              "capture ends and the server is ready at about 200 s. Without power these are kernels as likely as a spin.",
+              gpus=1, poll_s=5.0, seed=92)
+    sim.comm = {"python3": 2}
+    h100_start_to_graph(sim)
+    graph_begin(sim)
+    sim.run(10, cpu_pct=100, mem_to=sim.mem[0] + 300, util=(30, 40))
+    sim.run(140, cpu_pct=100, util=(99, 100), stacks=SYNC_FRAMES, stacks_every_s=30.0, progress=False)
+    s_graph(sim, seconds=10, batches=4, mem_gain=100)
+    s_http_ready(sim)
+    sim.expect_ready()
+    return sim
+
+
+@scenario
+def healthy_gemm_phase_high_power_same_stacks():
+    sim = Sim("healthy_gemm_phase_high_power_same_stacks",
+              "After loading, short-lived helper processes exit one after another and the main process runs silent GEMMs "
+              "on an H100 (power.limit 700 W), synchronising every few seconds: 100 % utilisation at 480-650 W, the "
+              "same synchronize stack on every sample, memory flat, no log line, for 3 min; the GPU was never read idle "
+              "with power before it, so only the limit tells the level. Then ready.", gpus=1, poll_s=5.0, seed=93)
+    sim.comm = {"python3": 2}
+    h100_start_to_graph(sim, ranks_util=(20, 40), power=(150.0, 300.0))
+    for helpers in (4, 3, 2, 1, 0):
+        sim.run(sim.poll_s, cpu_pct=150, util=(30, 50), power_w=(200.0, 320.0), comm={"python3": 2 + helpers})
+    frames = ["synchronize (torch/cuda/__init__.py)", "run_gemms (warmup.py)", "rank_main (scheduler.py)"]
+    sim.run(180, cpu_pct=100, util=(99, 100), stacks=frames, stacks_every_s=30.0, power_w=(480.0, 650.0), progress=False)
+    s_graph(sim, seconds=20, batches=4, mem_gain=100, power_w=(200.0, 300.0))
+    s_http_ready(sim)
+    sim.expect_ready()
+    return sim
+
+
+@scenario
+def stall_spin_at_idle_power_of_the_limit():
+    sim = Sim("stall_spin_at_idle_power_of_the_limit",
+              "A collective that never completes in graph capture on an H100 (power.limit 700 W): 100 % utilisation at "
+              "95-130 W (a spin-wait, under a fifth of the limit), memory flat, one core busy, no log line, no py-spy, "
+              "for 31 min. The GPU was never read idle with power before, so the limit alone tells a spin from kernels.",
+              gpus=1, poll_s=10.0, seed=94)
+    sim.comm = {"python3": 2}
+    sim.stacks_missing_reason = "py-spy not found"
+    h100_start_to_graph(sim, ranks_util=(20, 40), power=(150.0, 300.0))
+    graph_begin(sim)
+    sim.run(10, cpu_pct=100, mem_to=sim.mem[0] + 300, util=(30, 40), power_w=(250.0, 350.0))
+    sim.expect_stalled("cuda_graph")
+    sim.run(31 * 60, cpu_pct=100, util=(100, 100), power_w=(95.0, 130.0), progress=False)
+    return sim
+
+
+def neighbour_busy(sim):
+    """A neighbour on the board at work: its utilisation, power and memory move every poll."""
+    sim.foreign_mem[0] = 20000 + sim.rng.choice((0, 1024, 2048, 3072))
+    return sim.rng.randint(30, 70), sim.rng.uniform(150.0, 350.0)
+
+
+@scenario
+def stall_frozen_beside_a_busy_neighbour():
+    sim = Sim("stall_frozen_beside_a_busy_neighbour",
+              "One rank (the unit's only process) shares its GPU with another process that works throughout: the "
+              "neighbour's memory moves by 1-3 GB, the board's utilisation reads 30-70 % and its power 250-450 W. In "
+              "graph capture the rank hangs in a futex: its CPU time stops, its memory stays flat, the same stack on "
+              "every sample, for 31 min. The board's totals are the neighbour's, not the start's.", gpus=1, poll_s=10.0, seed=95)
+    sim.comm = {"python3": 1}
+    sim.neighbour_pid = 7001
+    sim.neighbour_load = neighbour_busy
+    h100_start_to_graph(sim, power=(90.0, 110.0))
+    graph_begin(sim)
+    sim.run(10, cpu_pct=100, mem_to=sim.mem[0] + 300, util=(30, 40), power_w=(200.0, 300.0))
+    sim.expect_stalled("cuda_graph")
+    frames = ["futex_wait (threading.py)", "wait (threading.py)", "capture (cuda_graph_runner.py)", "rank_main (scheduler.py)"]
+    sim.run(31 * 60, cpu_pct=0.3, util=(0, 1), power_w=(90.0, 110.0), stacks=frames, progress=False)
+    return sim
+
+
+@scenario
+def healthy_load_beside_an_idle_neighbour():
+    sim = Sim("healthy_load_beside_an_idle_neighbour",
+              "A start on one GPU that another, idle process also holds (20 GB, 0 % utilisation): the start loads its "
+              "weights, sizes its KV cache, captures its graphs and becomes ready. Memory as progress is the start's "
+              "own holders'; the board's utilisation and power are not read as the start's.", gpus=1, poll_s=5.0, seed=96)
+    sim.comm = {"python3": 1}
+    sim.neighbour_pid = 7002
+    sim.foreign_mem[0] = 20000
+    sim.neighbour_load = lambda s: (0, 0.0)
+    h100_start_to_graph(sim, power=(90.0, 110.0))
+    s_graph(sim, seconds=40, batches=8, mem_gain=600, power_w=(200.0, 320.0))
+    s_http_ready(sim)
+    sim.expect_ready()
     return sim
 
 

@@ -13,9 +13,12 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.number_r
 
 _KERNEL_PHASES = ("jit_compile", "cuda_graph", "warmup")
 # How long each phase usually takes where the host has no history of it (seconds): the
-# longest a healthy start is expected to sit in one wait of that phase.
-_USUAL_PHASE_S = ("starting=60", "distributed_init=60", "weight_load=300", "post_load=180", "kv_cache=60",
-                  "jit_compile=600", "cuda_graph=120", "http_server=60", "warmup=120")
+# longest a healthy start is expected to sit in one wait of that phase. Graph capture's
+# bar moves batch by batch (2 min in one synchronize was recorded on an H100); after
+# loading and after the KV cache, GPU-bound autotune and repacking may sit in one
+# synchronize for 20 min.
+_USUAL_PHASE_S = ("starting=60", "distributed_init=120", "weight_load=300", "post_load=900", "kv_cache=900",
+                  "jit_compile=900", "cuda_graph=120", "http_server=120", "warmup=600")
 
 
 @dataclass(frozen=True)

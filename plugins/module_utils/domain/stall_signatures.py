@@ -283,7 +283,8 @@ class StallSignatures:
             return None
         if gpus is not None and not (gpus.spinning and gpus.spin_power_unknown):
             return None   # GPUs idle, at work, or at a spin's power: the other signatures read them
-        if poll.gpu_active or (seen.gpu_active_t or since - 1) >= since or (seen.cpu_burst_t or since - 1) >= since \
+        # kernels coming and going, or the host waking for work, after the first identical sample: not one wait
+        if poll.gpu_active or (seen.gpu_active_t or since) > since or (seen.cpu_burst_t or since) > since \
                 or seen.compilers or not seen.stacks or seen.stacks[-1][0] != seen.last_stack_t:
             return None
         sample = seen.stacks[-1][1]

@@ -75,3 +75,16 @@ def test_a_board_read_flat_out_is_no_spin_while_the_ranks_stack_shows_host_work(
     for i in range(60):
         out.append(s.poll(cpu_pct=100, extra={"stacks": work} if i % 3 == 0 else None))
     assert not any(a.final for a in out), next(a for a in out if a.final).reason
+
+
+def test_a_gpu_is_shared_while_a_holder_known_to_be_anothers_is_listed_on_it():
+    memory = UnitGpuMemory()
+    first = {"unit": {"main_pid": RANK}, "procs": {"count": 1},
+             "gpu_procs": [{"pid": NEIGHBOUR, "gpu": 0, "mem_mib": 9460}, {"pid": RANK, "gpu": 1, "mem_mib": 500}]}
+    memory.per_gpu(first)
+    assert memory.shared_gpus(first) == {0}
+    later = {"unit": {"main_pid": RANK}, "procs": {"count": 3},
+             "gpu_procs": [{"pid": RANK, "gpu": 1, "mem_mib": 9000}, {"pid": RANK + 1, "gpu": 0, "mem_mib": 9000}]}
+    memory.per_gpu(later)
+    assert memory.shared_gpus(later) == set()        # the neighbour left: the board is the unit's alone
+    assert memory.shared_gpus({"gpus": []}) == set()  # no holders listed: nothing known to be shared
