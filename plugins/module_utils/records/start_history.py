@@ -19,7 +19,7 @@ import glob
 import os
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector import Detector
-from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector_settings import DetectorSettings
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector_settings import DetectorSettings, from_overrides
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.phases import phase_rank
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.sglang_dialect import model_path_of
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records import safe_files, start_records
@@ -157,6 +157,23 @@ def history_traces(paths):
         else:
             raise ValueError("--history %s: no such file or folder" % path)
     return out
+
+
+def with_phase_history(settings, history):
+    """`settings` with blind_wait_history_s taken from `history` (ready start records): each
+    phase's longest duration among them, what rule 5 weighs a wait without a power reading
+    against. Unchanged without history, or where the settings already name one (an
+    operator's override, or a trace's recorded settings)."""
+    longest = {}
+    for rec in history or ():
+        for p in rec.get("phases") or ():
+            seconds = p.get("duration_s")
+            if isinstance(seconds, (int, float)) and seconds > 0:
+                longest[p["phase"]] = max(longest.get(p["phase"], 0.0), float(seconds))
+    if not longest or settings.blind_wait_history_s:
+        return settings
+    return from_overrides({"blind_wait_history_s": ["%s=%g" % (phase, round(seconds, 1))
+                                                    for phase, seconds in sorted(longest.items())]}, base=settings)
 
 
 def load_history(trace_paths, host=None, model=None, limit=HISTORY_LIMIT, exclude=(), max_trace_bytes=None):

@@ -43,6 +43,7 @@ import time
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host import systemd_unit
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import weight_cache
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records import start_records
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.start_history import with_phase_history
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services import log_filter, log_pump, observe_only, sd_notify
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector import Detector
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.durations import fmt_duration
@@ -222,7 +223,7 @@ class Supervisor:
         held = "" if self.observe_only is None else "; " + observe_only.words(self.observe_only)
         options = WatchOptions(
             poll_s=self.s.poll_s, start_timeout_s=self.s.start_timeout_s or float("inf"),
-            settings=from_overrides(self.s.detector),
+            settings=with_phase_history(from_overrides(self.s.detector), self.outlook.history if self.outlook else None),
             trace=TraceTarget(self.record.trace_path, "start-" + self.record.name, self.s.unit,
                               "start of %s watched by its supervisor%s" % (self.s.unit, held),
                               open_writer=self._open_trace),

@@ -20,6 +20,7 @@ import signal
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector import Detector
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector_settings import DetectorSettings
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host import systemd_unit
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.start_history import with_phase_history
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services.start_watch import WatchOptions
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart import host_lock
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart.attempt_loop import AttemptLoop
@@ -80,8 +81,9 @@ class RestartOptions:
         return [n for n in names if n in self.defaults and self.args.get(n) != self.defaults[n]]
 
     def watch(self, trace=None, outlook=None, decided_elsewhere=None, observe_only=None):
+        settings = with_phase_history(self.settings, getattr(outlook, "history", None))
         return WatchOptions(poll_s=self.args["poll_s"], start_timeout_s=self.args["start_timeout_s"],
-                            settings=self.settings, trace=trace, outlook=outlook,
+                            settings=settings, trace=trace, outlook=outlook,
                             decided_elsewhere=decided_elsewhere, observe_only=observe_only)
 
 

@@ -100,3 +100,16 @@ def test_a_phase_over_one_and_a_half_times_its_usual_time_is_named_in_the_result
         report = fh.read()
     assert "The last attempt was ready after 1m15s; usual 4m30s (median of 1 earlier ready start of this host)." in report
     assert "- slower than usual: weight_load took 1m15s, usual 40s (1.9\u00d7)" in report
+
+
+def test_the_hosts_longest_phase_durations_become_the_blind_wait_history():
+    from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector_settings import DetectorSettings
+    from ansible_collections.sglang_ops.serving.plugins.module_utils.records.start_history import with_phase_history
+    history = [{"phases": [{"phase": "weight_load", "duration_s": 100.0}, {"phase": "cuda_graph", "duration_s": 30.0}]},
+               {"phases": [{"phase": "cuda_graph", "duration_s": 45.5}, {"phase": "ready", "duration_s": 0.0}]}]
+    settings = with_phase_history(DetectorSettings(), history)
+    assert settings.blind_wait_history_s == ("cuda_graph=45.5", "weight_load=100")
+    assert with_phase_history(DetectorSettings(), []) == DetectorSettings()
+    # an operator's own history (or a trace's recorded one) is kept
+    mine = DetectorSettings().with_overrides({"blind_wait_history_s": "cuda_graph=600"})
+    assert with_phase_history(mine, history) is mine
