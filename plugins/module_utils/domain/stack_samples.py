@@ -8,7 +8,7 @@ that changed while a rank computes move the `stacks` channel (ranks that moved i
 stall starting, not life). The samples feed rule 3's parked signature (stall_signatures.py).
 """
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.life_signs import stacks_changed
-from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.stall_signatures import DEVICE_SYNC, host_wait_frame, wait_frame
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.wait_frames import DEVICE_SYNC, host_wait_frame, wait_frame
 
 
 class StackSamples:

@@ -14,19 +14,11 @@ stall signature holds and for how long, and the verdict words. Pure, no I/O.
 - the hard ceiling: no progress for too long ends every start (rule 5).
 `evidence["rule"]` names the rule that decided.
 """
-import functools
-import re
 from dataclasses import dataclass
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector_settings import phase_seconds
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.blind_waits import BlindWaits
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.durations import fmt_duration
-
-WAIT_FRAME = re.compile(r"wait|barrier|futex|poll|select|recv|sleep|acquire|join|synchroni[sz]e|"
-                        r"all_?reduce|all_?gather|broadcast|reduce_?scatter|all_?to_?all|nccl|accept|lock", re.I)
-# A device synchronize is where GPU-bound work (autotune, benchmarking) waits too: without a
-# GPU reading it proves nothing.
-DEVICE_SYNC = re.compile(r"synchroni[sz]e|elapsed_time|do_bench|bench", re.I)
-
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.wait_frames import host_wait_frame, wait_frame
 
 @dataclass(frozen=True)
 class Silence:
@@ -107,8 +99,7 @@ class StallSignatures:
         self._stopped = _Clock()
         self._idle_gpu_seen = False
         self._last_busy_t = None
-        self._usual_s = phase_seconds(settings.blind_wait_usual_s, "blind_wait_usual_s")
-        self._history_s = phase_seconds(settings.blind_wait_history_s, "blind_wait_history_s")
+        self.blind_waits = BlindWaits(settings)
 
     def on_progress(self):
         """Something moved: the spin and idle spells end."""
@@ -263,48 +254,10 @@ class StallSignatures:
             fmt_duration(t - seen.smi_since), fmt_duration(poll.quiet_s))
         return Judgement("stalled", "stall_spin", reason)
 
-    def blind_wait_bound(self, phase):
-        """(bound s, usual s, where the usual came from): how long identical stacks in one wait
-        may last in `phase` when the power of the GPUs is unknown (rule 5)."""
-        s = self.settings
-        if phase in self._history_s:
-            usual, source = self._history_s[phase], "the host's history"
-        else:
-            usual = self._usual_s.get(phase, max(self._usual_s.values(), default=s.blind_wait_min_s))
-            source = "the default"
-        return max(s.blind_wait_min_s, s.blind_wait_usual_x * usual), usual, source
-
     def _blind_wait(self, seen, poll, evidence):
-        """Rule 5, blind on power: every rank's stack identical in one wait (a collective, a
-        synchronize) for far longer than the phase usually takes, while no power reading says
-        whether the GPUs spin or compute and nothing else shows work."""
-        s, gpus, since = self.settings, seen.gpus, seen.same_stacks_since
-        if since is None or seen.same_stacks_count < 2 or seen.t - seen.last_stack_t > 3 * s.stacks_interval_s:
-            return None
-        if gpus is not None and not (gpus.spinning and gpus.spin_power_unknown):
-            return None   # GPUs idle, at work, or at a spin's power: the other signatures read them
-        # kernels coming and going, or the host waking for work, after the first identical sample: not one wait
-        if poll.gpu_active or (seen.gpu_active_t or since) > since or (seen.cpu_burst_t or since) > since \
-                or seen.compilers or not seen.stacks or seen.stacks[-1][0] != seen.last_stack_t:
-            return None
-        sample = seen.stacks[-1][1]
-        waits = [wait_frame(frames, s.stack_collective_depth) for frames in sample.values()]
-        if not waits or not all(waits):
-            return None
-        held_s = seen.last_stack_t - since
-        bound_s, usual_s, source = self.blind_wait_bound(seen.phase)
-        if held_s < bound_s:
-            return None
-        evidence["rule"] = "rule 5: identical stacks in one wait past the phase's bound, GPU power unknown"
-        evidence["stacks"] = {"ranks": len(sample), "samples": seen.same_stacks_count, "held_s": round(held_s, 1),
-                              "wait_frame": waits[0], "bound_s": bound_s, "usual_s": usual_s, "usual_from": source}
-        words = "%d GPU(s) at >= %d%% utilisation without a power reading" % (len(gpus.spinning), s.spin_util_pct) \
-            if gpus is not None else "no GPU reading"
-        reason = ("all %d sampled ranks show the same stack, in %s, on %d samples over %s (%s), past %s: %.3g x the "
-                  "%s %s usually takes (%s)") % (
-            len(sample), waits[0], seen.same_stacks_count, fmt_duration(held_s), words, fmt_duration(bound_s),
-            s.blind_wait_usual_x, fmt_duration(usual_s), seen.phase, source)
-        return Judgement("stalled", "stall_spin" if gpus is not None else "stall_wait_stacks", reason)
+        """Rule 5, blind on power: identical stacks in one wait past the phase's bound (blind_waits.py)."""
+        found = self.blind_waits.judge(seen, poll.gpu_active, evidence)
+        return None if found is None else Judgement("stalled", *found)
 
     def _hard_ceiling(self, seen, poll, evidence):
         """Rule 5: no progress for too long ends every start, busy or not."""
@@ -396,23 +349,3 @@ class StallSignatures:
         frame = next((w for w in waits if w), (new[common[0]] or ("?",))[0])
         return {"ranks": len(common), "gap_s": int(t_new - t_old), "wait_frame": frame,
                 "frames": list(new[common[0]][:6]), "cpu_idle": cpu_idle, "hardware": hardware}
-
-
-@functools.lru_cache(maxsize=1024)
-def wait_frame(frames, depth):
-    """The first of the `depth` innermost frames that is a wait primitive, else None."""
-    for f in frames[:depth]:
-        name = f.strip().split(" ", 1)[0]
-        if WAIT_FRAME.search(name):
-            return name
-    return None
-
-
-@functools.lru_cache(maxsize=1024)
-def host_wait_frame(frames, depth):
-    """A collective or host wait among the `depth` innermost frames (a device synchronize is not one)."""
-    for f in frames[:depth]:
-        name = f.strip().split(" ", 1)[0]
-        if WAIT_FRAME.search(name) and not DEVICE_SYNC.search(name):
-            return name
-    return None
