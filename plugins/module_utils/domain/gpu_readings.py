@@ -7,7 +7,9 @@ teaches the idle power a GPU draws doing nothing. A GPU at spin utilisation spin
 spin-wait's power (a fraction of its power.limit, `gpu_spin_power_max_limit_pct`): drawing
 more it runs compute kernels; without a power reading the level is unknown (rule 5).
 Utilisation and power are board totals: they are the unit's only on a GPU no other process
-holds (`shared`, from unit_gpu_memory.py); on a shared GPU they say nothing about the unit.
+holds (`shared`, from unit_gpu_memory.py). On a shared GPU a neighbour can only add to them:
+an idle board, or one pinned at a spin-wait's power, bounds the unit's own (idle; computing
+nothing); a busy or high reading may be the neighbour's and says nothing about the unit.
 A timed-out nvidia-smi while the unit runs is remembered too: a wedged driver is evidence,
 not nothing (rule 5).
 """
@@ -90,7 +92,9 @@ class GpuReadings:
 
     def _read_bands(self, gpus, recent, gpu_procs, shared):
         """Each GPU's band (idle, between, spin) this answer, learning the idle power on the
-        way; a GPU another process shares has none (its readings are not the unit's)."""
+        way. A GPU another process shares has one only where its reading bounds the unit's
+        own: a neighbour only adds utilisation and power, so a board read idle, or pinned at
+        a spin-wait's power, is a unit idle or computing nothing; any other reading is unknown."""
         s = self.settings
         bursts = self.bursts
         burst_hist, burst_min = bursts.readings, s.gpu_burst_util_pct
@@ -100,10 +104,6 @@ class GpuReadings:
         out = _Bands([], [])
         for pos, g in enumerate(gpus):
             idx = g.get("index", pos)
-            if idx in shared:
-                last_bands.pop(idx, None)
-                continue
-            out.own = True
             util = g.get("util_pct") or 0
             power = g.get("power_w")
             if power.__class__ is not int and power.__class__ is not float:
@@ -111,6 +111,10 @@ class GpuReadings:
             elif util < idle_below and (floor is None or power < floor):
                 floor = power
             level = None if power is None or util < spin_at else self._spin_level(power, g.get("power_limit_w"), floor)
+            if idx in shared and not (util < burst_min or (util >= spin_at and level)):
+                last_bands.pop(idx, None)
+                continue
+            out.own = True
             if util >= spin_at and level is not False:
                 band = SPIN_BAND
                 out.spinning.append(idx)

@@ -146,3 +146,27 @@ def test_on_a_gpu_the_unit_holds_alone_the_same_readings_are_its_own_kernels(sta
         s.util = [30 + 10 * (i % 5)]
         out.append(_poll(s, cpu_pct=0, gpu_procs=_holders(s, None)))
     assert not any(a.final for a in out), [a.reason for a in out if a.final][:1]
+
+
+def test_on_a_shared_gpu_a_board_pinned_at_a_spin_waits_power_still_bounds_the_starts_own(start):
+    # a neighbour only adds power: the board at 120 W of 700 W means no kernel of the start computes
+    s = _shared_start(start)
+    s.util, s.power = [100], [120.0]
+    out = [_poll(s, limit_w=700.0, cpu_pct=100, gpu_procs=_holders(s, 20000), stacks=_stacks(SYNC) if i % 6 == 0 else None)
+           for i in range(24)]
+    stalled = [a for a in out if a.final]
+    assert stalled and stalled[0].reason_code == "stall_spin" and stalled[0].t - out[0].t <= 90, out[-1].reason
+
+
+def test_on_a_shared_gpu_a_board_at_compute_power_is_not_the_starts_work_nor_its_spin(start):
+    # the neighbour's GEMMs pin the board: the start's own utilisation and power are unknown,
+    # so its identical synchronize stacks wait for the blind bound (4 min in graph capture)
+    s = _shared_start(start)
+    s.util, s.power = [100], [600.0]
+    out = [_poll(s, limit_w=700.0, cpu_pct=100, gpu_procs=_holders(s, 20000), stacks=_stacks(SYNC) if i % 6 == 0 else None)
+           for i in range(60)]
+    t0 = out[0].t
+    assert not any(a.final for a in out if a.t - t0 <= 200), [a.reason for a in out if a.final][:1]
+    stalled = [a for a in out if a.final]
+    assert stalled and stalled[0].evidence["rule"].startswith("rule 5: identical stacks in one wait")
+    assert "no GPU reading" in stalled[0].reason

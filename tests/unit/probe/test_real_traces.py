@@ -14,12 +14,7 @@ TRACES = sorted(glob.glob(os.path.join(REAL, "*.jsonl")))
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 # Recordings whose label the detector does not meet yet (tests/traces/real/README.md says
 # what it decides): strict, so each one leaves this list as soon as the detector meets it.
-PENDING = {
-    "real_h200_live_stall_kernel_never_ends.jsonl":
-        "recorded on a GPU four other processes held: the board's utilisation and power are not the start's, so "
-        "only its identical synchronize stacks can decide, after 4 min (2 x graph capture's usual 2 min); the "
-        "recording ends 97 s after the onset with two samples 70 s apart",
-}
+PENDING = {}
 
 
 def _labelled(paths):
