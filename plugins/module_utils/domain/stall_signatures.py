@@ -20,6 +20,7 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.blind_wa
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.durations import fmt_duration
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.wait_frames import host_wait_frame, wait_frame
 
+
 @dataclass(frozen=True)
 class Silence:
     """What the detector has seen, as of a poll on which nothing moved."""
