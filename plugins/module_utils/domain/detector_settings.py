@@ -16,9 +16,9 @@ _KERNEL_PHASES = ("jit_compile", "cuda_graph", "warmup")
 # longest a healthy start is expected to sit in one wait of that phase. Graph capture's
 # bar moves batch by batch (2 min in one synchronize was recorded on an H100); after
 # loading and after the KV cache, GPU-bound autotune and repacking may sit in one
-# synchronize for 20 min.
-_USUAL_PHASE_S = ("starting=60", "distributed_init=120", "weight_load=300", "post_load=900", "kv_cache=900",
-                  "jit_compile=900", "cuda_graph=120", "http_server=120", "warmup=600")
+# synchronize for 35 min (MoE tuning).
+_USUAL_PHASE_S = ("starting=60", "distributed_init=120", "weight_load=300", "post_load=1200", "kv_cache=1200",
+                  "jit_compile=1200", "cuda_graph=120", "http_server=120", "warmup=600")
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,7 @@ class GpuReadings:
         self._mem_ref = {}        # gpu index (board) or ("unit", index) -> MiB at its last move
         self._bands = {}          # gpu index -> band (last sample)
         self._idle_power_w = None  # lowest power of a GPU seen idle: what a GPU draws doing nothing
+        self._least_power_w = None  # lowest power of any earlier reading: at least the idle power
 
     def fresh(self, t, own=True):
         """The last sample, unless it is older than signal_stale_s or (`own`) its utilisation
@@ -138,17 +139,22 @@ class GpuReadings:
                 out.active = True
             last_bands[idx] = band
         self._idle_power_w = floor
+        powers = [g.get("power_w") for g in gpus if g.get("power_w").__class__ in (int, float)]
+        if powers and (self._least_power_w is None or min(powers) < self._least_power_w):
+            self._least_power_w = min(powers)
         return out
 
     def _spin_level(self, power, limit, floor):
         """Whether a GPU at spin utilisation draws a spin-wait's power: True (a spin), False
         (compute kernels), None (the level cannot be told: a board without its limit, at
-        most gpu_spin_power_max_w, before an idle reading taught its idle power)."""
+        most gpu_spin_power_max_w, with no earlier power reading). Without an idle reading,
+        the lowest power an earlier reading drew stands for the idle power (it is at least that)."""
         s = self.settings
         if (limit.__class__ is int or limit.__class__ is float) and limit > 0:
             return power <= limit * s.gpu_spin_power_max_limit_pct / 100.0
         if power > s.gpu_spin_power_max_w:
             return False
+        floor = floor if floor is not None else self._least_power_w
         if floor is None:
             return None
         return power < floor * (1.0 + s.gpu_compute_power_above_idle_pct / 100.0)
