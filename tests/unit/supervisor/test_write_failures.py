@@ -88,4 +88,5 @@ def test_a_metrics_file_that_cannot_be_written_is_named_in_the_error(tmp_path):
     blocker.write_text("")
     with pytest.raises(OSError) as err:
         write_textfile(str(blocker), "sglang_ops_u.prom", "x 1\n")
-    assert err.value.filename == str(blocker / "sglang_ops_u.prom") and err.value.errno == errno.ENOTDIR
+    assert err.value.filename == str(blocker / "sglang_ops_u.prom")
+    assert err.value.strerror == "a regular file where a folder is expected"
