@@ -30,6 +30,7 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.number_r
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import observe_only_decision
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host import service_defaults
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host.systemd_unit import check_unit_name
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.inert_text import inert
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart import host_lock, prewarm_step, server_sync
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared import remote_host_access
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared.artifacts import RunArtifacts, default_artifacts_root, iso_utc
@@ -125,7 +126,8 @@ class ActionModule(ActionBase):
                                   force=args["break_lock"])
 
         def emit(text):
-            display.display("%s | %s" % (host, text))
+            # one progress line each: what a record held (a reason, a folder name) is escaped
+            display.display("%s | %s" % (host, inert(text)))
 
         access = remote_host_access.RemoteHostAccess(
             args["unit"], self._shell_step, lambda module_args: self._probe(module_args, task_vars), emit,
