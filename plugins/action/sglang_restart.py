@@ -125,9 +125,7 @@ class ActionModule(ActionBase):
         lock = host_lock.HostLock(self._shell_step, host_lock.holder_record(args, artifacts.path, started_epoch_s),
                                   force=args["break_lock"])
 
-        def emit(text):
-            # one progress line each: what a record held (a reason, a folder name) is escaped
-            display.display("%s | %s" % (host, inert(text)))
+        emit = progress_printer(host)
 
         access = remote_host_access.RemoteHostAccess(
             args["unit"], self._shell_step, lambda module_args: self._probe(module_args, task_vars), emit,
@@ -197,6 +195,14 @@ class ActionModule(ActionBase):
             return {"failed": True, "msg": self._connection_lost}
         self._connection_lost = None
         return answer
+
+
+def progress_printer(host):
+    """emit(text) of the run: one progress line each, `<host> | <text>`; what a record held
+    (a reason, a folder name) is escaped (inert), so no line of Ansible's output is forged."""
+    def emit(text):
+        display.display("%s | %s" % (host, inert(text)))
+    return emit
 
 
 def _sh_quote(text):
