@@ -30,6 +30,7 @@ import sys
 import time
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records import start_records
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.inert_text import inert
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host.systemd_unit import hold_path
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.failure_classes import class_of_exit_code
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.start_metrics import (
@@ -169,8 +170,8 @@ def main(argv, environ=None, show=None, now=time.time, sleep=time.sleep):
         return EXIT_SETTINGS
     unit = argv[2]
 
-    def say(text):
-        sys.stderr.write("sglang-unit-failed: %s\n" % text)
+    def say(text):   # one journal line, whatever a record named in it held
+        sys.stderr.write("sglang-unit-failed: %s\n" % inert(text))
 
     result, status = unit_result(unit, environ, show)
     hold = held(unit)

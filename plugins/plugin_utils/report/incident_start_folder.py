@@ -14,7 +14,7 @@ import time
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records import start_records
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.failure_classes import FAILURE_CLASSES
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services.start_outlook import start_time_to_ready
-from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report.record_files import RecordFiles, is_folder, is_regular_file
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report.record_files import RecordFiles, is_regular_file
 
 MAX_VERDICT_BYTES = 4 * 2**20
 
@@ -88,7 +88,8 @@ def start_folder_run(start_dir, files=None):
     elapsed = record.get("ready_after_s") if record["verdict"] == "ready" else _decided_t(files)
     if elapsed is None and record["verdict"] != "ready" and isinstance(started, (int, float)) and isinstance(ended, (int, float)):
         elapsed = ended - started
-    has_diagnostics = is_folder(os.path.join(folder, start_records.DIAGNOSTICS))
+    # a link there too: reading it is refused, and the report says so
+    has_diagnostics = os.path.lexists(os.path.join(folder, start_records.DIAGNOSTICS))
     needed = record.get("needed_human") or {}
     attempt = {"n": 1, "trace": start_records.TRACE if os.path.lexists(os.path.join(folder, start_records.TRACE)) else None,
                "verdict": record["verdict"], "phase": record.get("phase"), "reason_code": record.get("reason_code"),

@@ -27,14 +27,6 @@ def is_regular_file(path):
         return False
 
 
-def is_folder(path):
-    """Whether path is a folder itself (a link to one is not)."""
-    try:
-        return os.stat(path, follow_symlinks=False).st_mode & 0o170000 == 0o040000
-    except OSError:
-        return False
-
-
 class RecordFiles:
     """The record files under one folder (a run's or a start's); see the module."""
 

@@ -100,3 +100,17 @@ def test_control_characters_and_newlines_of_a_record_reach_neither_report_nor_te
         assert not any(line.startswith("ok: [host] FORGED") for line in text.split("\n"))
     assert "repack failed\\x0aok: [host] FORGED\\x1b[2J" in md
     assert "line one\n\\x1b]0;title\\x07line two\n" in md      # a diagnostics file keeps its lines
+
+
+def test_a_linked_diagnostics_folder_is_not_read_and_the_report_says_so(tmp_path, capsys):
+    folder, dummy_secret = _start(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "ssh-key.txt").write_text(SECRET + "\n")
+    for name in os.listdir(str(folder / "diagnostics")):
+        os.unlink(str(folder / "diagnostics" / name))
+    os.rmdir(str(folder / "diagnostics"))
+    os.symlink(str(elsewhere), str(folder / "diagnostics"))
+    status, md, dummy_printed = _report(folder, tmp_path, capsys)
+    assert status == 0 and SECRET not in md
+    assert "- %s: a symbolic link where a folder is expected" % (folder / "diagnostics") in md
