@@ -50,3 +50,11 @@ def test_a_journal_line_of_the_supervisor_stays_one_line(tmp_path):
         out = fh.read().decode("utf-8")
     assert out.startswith("sglang-supervisor: warning: weights mismatch\\x0aok: [gpu-a1] FORGED")
     _one_inert_line(out)
+
+
+def test_the_restart_summary_stays_one_line(tmp_path):
+    from ansible_collections.sglang_ops.serving.tests.unit.restart.restart_fakes import make_procedure
+    proc = make_procedure(tmp_path, [[("stalled", "distributed_init", "stall_spin", FORGING)]])[0]
+    res = proc.restart()
+    assert res["outcome"] == "gave_up" and "weights mismatch" in res["msg"]
+    _one_inert_line(res["msg"])
