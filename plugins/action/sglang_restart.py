@@ -30,6 +30,7 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.number_r
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import observe_only_decision
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host import service_defaults
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host.systemd_unit import check_unit_name
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.inert_text import inert
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart import host_lock, prewarm_step, server_sync
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared import remote_host_access
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared.artifacts import RunArtifacts, default_artifacts_root, iso_utc
@@ -124,8 +125,7 @@ class ActionModule(ActionBase):
         lock = host_lock.HostLock(self._shell_step, host_lock.holder_record(args, artifacts.path, started_epoch_s),
                                   force=args["break_lock"])
 
-        def emit(text):
-            display.display("%s | %s" % (host, text))
+        emit = progress_printer(host)
 
         access = remote_host_access.RemoteHostAccess(
             args["unit"], self._shell_step, lambda module_args: self._probe(module_args, task_vars), emit,
@@ -195,6 +195,14 @@ class ActionModule(ActionBase):
             return {"failed": True, "msg": self._connection_lost}
         self._connection_lost = None
         return answer
+
+
+def progress_printer(host):
+    """emit(text) of the run: one progress line each, `<host> | <text>`; what a record held
+    (a reason, a folder name) is escaped (inert), so no line of Ansible's output is forged."""
+    def emit(text):
+        display.display("%s | %s" % (host, inert(text)))
+    return emit
 
 
 def _sh_quote(text):

@@ -57,6 +57,7 @@ def run(args, out=None, err=None):
         err.write("sglang-ops report: %s does not exist\n" % path)
         return EXIT_USAGE
     reports = _report_module()
+    from ansible_collections.sglang_ops.serving.plugins.module_utils.records.inert_text import inert
     try:
         if os.path.isdir(path) and reports.incident_start_folder.is_start_folder(path):
             out_dir = args.output or os.path.join(DEFAULT_REPORTS_DIR, os.path.basename(os.path.realpath(path)))
@@ -76,9 +77,12 @@ def run(args, out=None, err=None):
             path, type(exc).__name__, str(exc).splitlines()[0][:200] if str(exc) else "malformed input"))
         return EXIT_USAGE
     with open(paths["json"], encoding="utf-8") as fh:
-        summary = json.load(fh).get("summary") or []
-    for n, line in enumerate(summary, 1):
-        out.write("%d. %s\n" % (n, line))
+        written = json.load(fh)
+    # what the records held is printed inert: one line each, no control character reaches the terminal
+    for n, line in enumerate(written.get("summary") or [], 1):
+        out.write("%d. %s\n" % (n, inert(line)))
+    for line in written.get("skipped") or []:
+        err.write("sglang-ops report: not read: %s\n" % inert(line))
     for kind in ("markdown", "json", "chart", "trace"):
         if kind in paths:
             out.write("%-8s %s\n" % (kind, paths[kind]))

@@ -23,7 +23,7 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.phases import phase_rank
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.sglang_dialect import model_path_of
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records import safe_files, start_records
-from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import TraceFormatError, read_trace
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import TraceFormatError, iter_trace
 
 HISTORY_LIMIT = 5          # the most recent ready starts that make "usual"
 SUPERVISOR_STARTS_DIR = start_records.DEFAULT_ROOT
@@ -31,6 +31,9 @@ SUPERVISOR_STARTS_DIR = start_records.DEFAULT_ROOT
 # (hours of polls, or a file put there) counts by its verdict.json alone, whose phase
 # durations are what the ETA needs, so a start never waits on replaying it.
 HISTORY_TRACE_MAX_BYTES = 4 << 20
+# A trace is replayed one line at a time (never read whole); a line of the history longer
+# than this is not an observation this project wrote (one with every signal is well under).
+HISTORY_LINE_MAX_BYTES = 2 << 20
 
 
 def model_of(observations):
@@ -50,11 +53,13 @@ def _read_bytes(obs):
 
 
 def record_from_trace(header, observations, host=None, source=None, settings=None):
-    """The start record of one trace: the detector replayed, phase by phase."""
+    """The start record of one trace: the detector replayed, phase by phase. observations:
+    any iterable, consumed once (a trace streamed by iter_trace)."""
     det = Detector(settings or DetectorSettings())
-    phases, last, shards_total = [], None, None
+    phases, last, shards_total, model = [], None, None, None
     first_read = last_read = None
     for obs in observations:
+        model = model or model_of([obs])
         a = det.observe(obs)
         last = a
         read = _read_bytes(obs)
@@ -77,7 +82,7 @@ def record_from_trace(header, observations, host=None, source=None, settings=Non
         end["duration_s"] = round((last.t if last else 0.0) - end["started_s"], 3)
         end["read_bytes"] = max(0, (last_read or 0) - end.pop("_read_at"))
     outcome = last.verdict if last is not None and last.final else "undecided"
-    return {"host": host, "model": model_of(observations) or header.get("unit"), "unit": header.get("unit"),
+    return {"host": host, "model": model or header.get("unit"), "unit": header.get("unit"),
             "source": source, "outcome": outcome,
             "ready_after_s": last.t if outcome == "ready" else None,
             "phases": phases, "shards_total": shards_total,
@@ -114,9 +119,9 @@ def read_start(trace_path, host=None, max_trace_bytes=None):
             beside = start_records.VERDICT in dict(folder.entries())
             max_trace_bytes = HISTORY_TRACE_MAX_BYTES if beside else start_records.TRACE_MAX_BYTES
         try:
-            with folder.reopenable(name, max_trace_bytes) as path:
-                header, observations = read_trace(path)
-            return record_from_trace(header, observations, host=host, source=trace_path)
+            with folder.open_binary(name, max_trace_bytes) as fh:
+                items = iter_trace(fh, trace_path, HISTORY_LINE_MAX_BYTES)
+                return record_from_trace(next(items), items, host=host, source=trace_path)
         except (TraceFormatError, OSError):
             pass
         try:

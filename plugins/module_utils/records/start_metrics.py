@@ -11,11 +11,11 @@ only: this runs on the host too.
 """
 import os
 import re
-import tempfile
 import time
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.failure_classes import FAILURE_CLASSES, FINAL_VERDICTS, VERDICTS
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.phases import PHASES
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records import safe_files
 
 OUTCOMES = ("ready", "gave_up", "interrupted")
 FILE_SUFFIX = ".prom"
@@ -274,23 +274,15 @@ def render_delivery_budget(unit, budget, host=None, clock=time.time):
 
 
 def write_textfile(folder, name, text):
-    """Write folder/name atomically: a temporary file in the same folder (a name the
-    collector ignores), then rename over the old one; mode 0644. OSError names the file
-    (folder/name) whatever step failed (ENOSPC, EROFS, EACCES)."""
+    """Write folder/name atomically: a temporary file from mkstemp in the folder (a name the
+    collector ignores), then renamed over the old one (a link planted at the name is
+    replaced, never written through); mode 0644. The folder is checked first
+    (safe_files.Folder.open_writable: not a link, this user's or root's, not writable by
+    everyone). OSError names the file (folder/name) whatever step failed (ENOSPC, EROFS,
+    EACCES, a folder refused)."""
     path = os.path.join(folder, name)
-    tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".%s." % name, suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-        if isinstance(exc, OSError):
-            raise OSError(exc.errno, exc.strerror or str(exc), path) from exc
-        raise
+        with safe_files.Folder.open_writable(folder) as where:
+            where.replace_with(name, text.encode("utf-8"), mode=0o644)
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror or str(exc), path) from exc

@@ -14,6 +14,13 @@ ready_after_s, phase_durations {phase: s}, polls, restarts (systemd's NRestarts 
 known), unit, progress (the last progress line). Only the last `keep` folders stay.
 Read by `bin/sglang-ops status`, the incident report, the restart action and metrics.
 
+Written so that nothing the service user planted is written through (safe_files): the start's
+folder is made by mkdir (one already there is taken only when it is ours and private), the
+trace created with O_EXCL|O_NOFOLLOW in it, verdict.json and each diagnostic replaced whole
+by a file from mkstemp renamed over it. Old folders are pruned after the server is launched,
+PRUNE_SLICE per poll; an entry named like a start that is not a folder (a planted link) is
+removed then (the link, never its target), with one warning.
+
 The records are for people and tools reading the start, never a condition of it: a write
 that fails (a full disk, a read-only or unwritable folder) is one warning naming the
 file (WriteGuard: once per file), and the start goes on without that file.
@@ -33,7 +40,8 @@ CURRENT = "current"
 VERDICT = "verdict.json"
 TRACE = "trace.jsonl"
 DIAGNOSTICS = "diagnostics"
-_STAMP = re.compile(r"^\d{8}T\d{6}Z-\d+$")
+# fullmatch only: `$` would also match before a trailing newline
+_STAMP = re.compile(r"\d{8}T\d{6}Z-\d+")
 FINAL = ("ready", "stalled", "failed", "stopped")
 _KINDS = {"file": "a file", "link": "a symbolic link", "other": "not a folder (a FIFO, device or socket)"}
 # What a reader takes of a start's files (safe_files): verdict.json is rewritten whole by
@@ -43,28 +51,18 @@ VERDICT_MAX_BYTES = 1 << 20
 TRACE_MAX_BYTES = 64 << 20
 DIAGNOSTIC_MAX_BYTES = 4 << 20
 DIAGNOSTICS_MAX_FILES = 64
+# Old start folders removed per poll, after the server is launched: a starts folder filled
+# with thousands of them never holds a launch back, and each poll's share stays small.
+PRUNE_SLICE = 200
+
+
+def is_stamp(name):
+    """Whether name is a start folder's name: <UTC stamp>-<pid>, all of it."""
+    return isinstance(name, str) and _STAMP.fullmatch(name) is not None
 
 
 def stamp(epoch_s, pid):
     return "%s-%d" % (time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(epoch_s)), pid)
-
-
-def _write_atomic(path, text):
-    tmp = "%s.%d.tmp" % (path, os.getpid())
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except OSError:
-        _unlink_quietly(tmp)
-        raise
-
-
-def _unlink_quietly(path):
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
 
 
 class WriteGuard:
@@ -94,11 +92,11 @@ class _GuardedTraceFile:
     and the file cut back to the last whole line, so the trace stays readable; later
     lines are tried again (a disk that filled may free up)."""
 
-    def __init__(self, path, guard):
+    def __init__(self, path, guard, create):
         self.path, self.guard = path, guard
         self.buffer = []
         self.size = 0
-        self.fd = guard.attempt(path, lambda: os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o640))
+        self.fd = guard.attempt(path, create)
         self.closed = False
 
     def write(self, text):
@@ -135,27 +133,36 @@ class StartTrace(TraceWriter):
     """trace_format's TraceWriter (its lines, its header) over a _GuardedTraceFile: a
     trace that cannot be written costs a warning, never the start."""
 
-    def __init__(self, path, header, guard):   # pylint: disable=super-init-not-called
+    def __init__(self, path, header, guard, create):   # pylint: disable=super-init-not-called
         self.path, self.count = path, 0
-        self._fh = _GuardedTraceFile(path, guard)
+        self._fh = _GuardedTraceFile(path, guard, create)
         self._write(header)
+
+
+def _not_a_start(folder, name, kind):
+    return safe_files.UnsafeEntry(os.path.join(folder.path, name), "%s where a start's folder is expected" % _KINDS[kind])
+
+
+def _start_entries(folder):
+    """(names of the start folders, [(name, kind)] of the entries named like a start that
+    are not folders: a link, a file, a FIFO planted there) in the open starts folder, oldest
+    first."""
+    starts, planted = [], []
+    for name, kind in folder.entries():
+        if is_stamp(name):
+            (starts.append(name) if kind == "dir" else planted.append((name, kind)))
+    return starts, planted
 
 
 def _start_names(folder, warn=None):
     """Names of the start folders in the open starts folder, oldest first; an entry named
     like a start that is not a folder (a link planted there) is named through warn, and
-    left alone."""
-    out = []
-    for name, kind in folder.entries():
-        if not _STAMP.match(name):
-            continue
-        if kind == "dir":
-            out.append(name)
-        elif warn is not None:
-            warn("warning: %s; it is not a start's folder and is left as it is"
-                 % safe_files.UnsafeEntry(os.path.join(folder.path, name),
-                                          "%s where a start's folder is expected" % _KINDS[kind]))
-    return out
+    left alone (the supervisor's pruning removes it)."""
+    starts, planted = _start_entries(folder)
+    for name, kind in planted:
+        if warn is not None:
+            warn("warning: %s; it is not a start's folder and is left as it is" % _not_a_start(folder, name, kind))
+    return starts
 
 
 def _open_root(root):
@@ -177,17 +184,22 @@ def start_dirs(root, warn=None):
 
 
 class StartRecord:
-    """The folder of one start; created, pointed at by `current`, older ones pruned. Its
-    writes go through a WriteGuard (warn: where the warnings go)."""
+    """The folder of one start; created, pointed at by `current`; older ones pruned a slice
+    at a time (prune_step, once the server runs). Every write is relative to the start's
+    folder, opened when it is made (safe_files: made by mkdir in a starts folder of this user
+    or root, not writable by everyone); its writes go through a WriteGuard (warn: where the
+    warnings go)."""
 
     def __init__(self, root, started_at, pid, keep=20, warn=None):
         self.root = root
         self.name = stamp(started_at, pid)
         self.path = os.path.join(root, self.name)
+        self.keep = max(1, int(keep))
         self.guard = WriteGuard(warn)
-        self.guard.attempt(self.path, lambda: os.makedirs(self.path, exist_ok=True))
+        self.folder, self._folder_error = None, None
+        self.folder = self.guard.attempt(self.path, self._make_folder)
         self._point_current()
-        self.guard.attempt(root, lambda: self._prune(max(1, int(keep))))
+        self._prune_queue = None   # [(name, kind)] still to remove, oldest first; None: not listed yet
         self.record = {"verdict": "running", "phase": "starting", "reason_code": "starting", "reason": "",
                        "exit_code": None, "started_at": round(started_at, 3), "ended_at": None,
                        "ready_after_s": None, "phase_durations": {}, "polls": 0, "restarts": None,
@@ -197,48 +209,96 @@ class StartRecord:
     def trace_path(self):
         return os.path.join(self.path, TRACE)
 
-    def _point_current(self):
-        link = os.path.join(self.root, CURRENT)
-        tmp = "%s.%d.tmp" % (link, os.getpid())
+    def _make_folder(self):
         try:
-            os.symlink(self.name, tmp)
-            os.replace(tmp, link)
+            os.makedirs(self.root, 0o750, exist_ok=True)   # the starts folder, then checked as it is
+            with safe_files.Folder.open_writable(self.root) as top:
+                return top.make_folder(self.name)
+        except OSError as e:
+            self._folder_error = e
+            raise
+
+    def _start_folder(self):
+        """The start's open folder; the OSError that kept it from being made, else."""
+        if self.folder is None:
+            raise self._folder_error or OSError(errno.ENOENT, "the start's folder was not made", self.path)
+        return self.folder
+
+    def _point_current(self):
+        if self.folder is None:
+            return
+        tmp = ".%s.%d.tmp" % (CURRENT, os.getpid())
+        try:
+            with safe_files.Folder.open_writable(self.root) as top:
+                os.symlink(self.name, tmp, dir_fd=top.fd)
+                os.replace(tmp, CURRENT, src_dir_fd=top.fd, dst_dir_fd=top.fd)
         except OSError:
             pass   # readers fall back to the newest folder
 
-    def _prune(self, keep):
-        folder = _open_root(self.root)
-        if folder is None:
-            return
-        with folder:
-            for name in _start_names(folder, self.guard.warn)[:-keep]:
-                try:
-                    folder.remove_tree(name)
-                except safe_files.UnsafeEntry as e:
-                    if self.guard.warn is not None:
-                        self.guard.warn("warning: not pruned: %s" % e)
+    def prune_step(self, most=PRUNE_SLICE):
+        """Removes up to `most` of what the starts folder holds beyond the last `keep` starts:
+        old start folders (safe_files.Folder.remove_tree) and entries named like a start
+        that are not folders (a planted link: the link, never its target), each of these
+        named in one warning. The folder is listed once, at the first call; True while
+        something is left for the next call."""
+        return bool(self.guard.attempt(self.root, lambda: self._prune_slice(most)))
+
+    def _prune_slice(self, most):
+        with safe_files.Folder.open_writable(self.root) as folder:
+            if self._prune_queue is None:
+                starts, planted = _start_entries(folder)
+                old = [(n, "dir") for n in starts[:-self.keep] if n != self.name]
+                self._prune_queue = sorted(old + planted)
+            batch, self._prune_queue = self._prune_queue[:most], self._prune_queue[most:]
+            for name, kind in batch:
+                self._remove(folder, name, kind)
+        return len(self._prune_queue)
+
+    def _remove(self, folder, name, kind):
+        warn = self.guard.warn or (lambda text: None)
+        try:
+            if kind == "dir":
+                folder.remove_tree(name)
+                return
+            folder.unlink(name)
+            warn("warning: removed %s: %s where a start's folder is expected%s" % (
+                os.path.join(folder.path, name), _KINDS[kind], " (the link; its target is left as it was)"
+                if kind == "link" else ""))
+        except FileNotFoundError:
+            pass
+        except safe_files.UnsafeEntry as e:
+            warn("warning: not pruned: %s" % e)
 
     def open_trace(self, path, header):
-        """The trace writer of this start (start_watch.TraceTarget's open_writer)."""
-        return StartTrace(path, header, self.guard)
+        """The trace writer of this start (start_watch.TraceTarget's open_writer): trace.jsonl
+        created in the start's folder (O_EXCL, O_NOFOLLOW: nothing there is written through)."""
+        return StartTrace(path, header, self.guard, lambda: self._start_folder().create(os.path.basename(path)))
 
     def update(self, **fields):
         self.record.update(fields)
         path = os.path.join(self.path, VERDICT)
-        text = json.dumps(self.record, indent=1, sort_keys=True) + "\n"
-        self.guard.attempt(path, lambda: _write_atomic(path, text))
+        data = (json.dumps(self.record, indent=1, sort_keys=True) + "\n").encode("utf-8")
+        self.guard.attempt(path, lambda: self._start_folder().replace_with(VERDICT, data))
 
     def write_diagnostic(self, name, text):
         """The path written, or None when it could not be (warned)."""
-        folder = os.path.join(self.path, DIAGNOSTICS)
-        path = os.path.join(folder, name + ".txt")
+        path = os.path.join(self.path, DIAGNOSTICS, name + ".txt")
 
         def write():
-            os.makedirs(folder, exist_ok=True)
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(redact(text))
+            with self._start_folder().make_folder(DIAGNOSTICS) as folder:
+                folder.replace_with(name + ".txt", redact(text).encode("utf-8"))
             return path
         return self.guard.attempt(path, write)
+
+
+def write_verdict(root, name, record):
+    """verdict.json of the start `name` under root replaced by record (the OnFailure handler's
+    mark), the same way the supervisor writes it; OSError (an UnsafeEntry for a folder that is
+    not ours) when it cannot be."""
+    data = (json.dumps(record, indent=1, sort_keys=True) + "\n").encode("utf-8")
+    with safe_files.Folder.open_writable(root) as top:
+        with top.folder(name) as start:
+            start.replace_with(VERDICT, data)
 
 
 def _read_verdict(folder, name):
@@ -294,7 +354,7 @@ def read_files(root, name, warn=None):
     trace.jsonl, verdict.json and diagnostics/*, each a regular file of the folder's owner
     read without following a link (safe_files; what is refused is named through warn).
     ValueError for a name that is not a start's folder."""
-    if not _STAMP.match(name or ""):
+    if not is_stamp(name):
         raise ValueError("%r is not the folder of a start (<UTC stamp>-<pid>)" % name)
     folder = _open_root(root)
     if folder is None:
@@ -340,7 +400,7 @@ def _current_of(folder, warn=None):
     except OSError:
         names = _start_names(folder)
         return names[-1] if names else None
-    return os.path.basename(name) if _STAMP.match(os.path.basename(name)) else None
+    return os.path.basename(name) if is_stamp(os.path.basename(name)) else None
 
 
 def current_name(root=DEFAULT_ROOT):

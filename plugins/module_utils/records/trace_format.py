@@ -129,17 +129,17 @@ def _no_constant(name):
     raise ValueError("%s is not a JSON number" % name)
 
 
-def _lines(path, fh):
+def _lines(path, fh, max_line_bytes=MAX_LINE_BYTES):
     """(line number, text) of each line, read in bounded memory; TraceFormatError for a
     line that is too long, binary data or text that is not UTF-8."""
     line_no = 0
     while True:
-        raw = fh.readline(MAX_LINE_BYTES + 1)
+        raw = fh.readline(max_line_bytes + 1)
         if not raw:
             return
         line_no += 1
-        if len(raw) > MAX_LINE_BYTES:
-            raise TraceFormatError(path, line_no, "line longer than %d MiB: not a trace" % (MAX_LINE_BYTES // 2**20))
+        if len(raw) > max_line_bytes:
+            raise TraceFormatError(path, line_no, "line longer than %d MiB: not a trace" % max(1, max_line_bytes // 2**20))
         if b"\0" in raw:
             raise TraceFormatError(path, line_no, "binary data (NUL bytes): not a JSON Lines text file")
         try:
@@ -166,30 +166,44 @@ def parse_json_line(text):
         raise ValueError("nested too deeply")
 
 
+def iter_trace(fh, path="<trace>", max_line_bytes=MAX_LINE_BYTES):
+    """The header, then each observation, of the trace open in fh (binary), checked one line
+    at a time: a reader that consumes them as they come holds one line in memory, whatever
+    the trace's size. TraceFormatError on anything malformed, where it is met."""
+    header, prev_t = None, None
+    for line_no, line in _lines(path, fh, max_line_bytes):
+        if not line.strip():
+            continue
+        try:
+            item = parse_json_line(line)
+        except ValueError as e:
+            raise TraceFormatError(path, line_no, "not valid JSON (%s)" % e)
+        if header is None:
+            header = check_header(item, path, line_no)
+            yield header
+            continue
+        check_observation(item, prev_t, path, line_no)
+        prev_t = item["t"]
+        yield item
+    if header is None:
+        raise TraceFormatError(path, 1, "empty file: no %s header" % FORMAT)
+
+
+def read_trace_file(fh, path="<trace>"):
+    """(header, observations) of the trace open in fh (binary); TraceFormatError on anything malformed."""
+    items = iter_trace(fh, path)
+    header = next(items)
+    return header, list(items)
+
+
 def read_trace(path):
     """(header, observations) of a trace file; TraceFormatError on anything malformed."""
     try:
         f = open(path, "rb")
     except OSError as e:
         raise TraceFormatError(path, 0, "cannot open: %s" % e.strerror)
-    header, observations, prev_t = None, [], None
     with f:
-        for line_no, line in _lines(path, f):
-            if not line.strip():
-                continue
-            try:
-                item = parse_json_line(line)
-            except ValueError as e:
-                raise TraceFormatError(path, line_no, "not valid JSON (%s)" % e)
-            if header is None:
-                header = check_header(item, path, line_no)
-                continue
-            check_observation(item, prev_t, path, line_no)
-            prev_t = item["t"]
-            observations.append(item)
-    if header is None:
-        raise TraceFormatError(path, 1, "empty file: no %s header" % FORMAT)
-    return header, observations
+        return read_trace_file(f, path)
 
 
 def trace_header(name, unit, poll_s, gpus, description="", settings=None, load_conditions=None):

@@ -22,13 +22,28 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.host.compile_ca
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host.prewarm_reader import model_residency
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.phases import phase_rank
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.start_history import (
-    HISTORY_LIMIT, SUPERVISOR_STARTS_DIR, load_history, model_of, supervisor_traces)
+    HISTORY_LIMIT, HISTORY_TRACE_MAX_BYTES, SUPERVISOR_STARTS_DIR, load_history, model_of, supervisor_traces)
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.start_metrics import (
     StartMetrics, file_name, write_textfile)
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records import safe_files
 
 # The metrics file an outlook rewrites holds a few KiB; one over this is not read back.
 METRICS_FILE_MAX_BYTES = 1 << 20
+
+
+def read_metrics_file(textfile_dir, name, warn=None):
+    """The text of the unit's metrics file, whose counters the next one carries on; None when
+    there is none yet or it is refused (safe_files: a link, a FIFO, another owner's file, over
+    METRICS_FILE_MAX_BYTES): counters start at 0, the refusal named once through warn, and the
+    next write replaces it (write_textfile renames over it, never writing through)."""
+    try:
+        return safe_files.read_text_file(os.path.join(textfile_dir, name), METRICS_FILE_MAX_BYTES)
+    except safe_files.UnsafeEntry as exc:
+        if warn is not None:
+            warn("warning: metrics file %s; its counters start again from 0 and a file of ours replaces it" % exc)
+    except OSError:
+        pass
+    return None
 
 
 def record_phases(record):
@@ -128,7 +143,10 @@ class StartOutlook:
         per start, when SGLang names it; weight_cache: the server loads from an attached
         weight cache (`--weight-cache-mode client`). The compile caches are the folders the
         unit's environment names (the supervisor runs with it)."""
-        history = load_history(supervisor_traces(starts_dir), limit=4 * HISTORY_LIMIT)
+        # A start folder's trace beyond HISTORY_TRACE_MAX_BYTES counts by its verdict.json
+        # alone (or not at all): the launch waits on this read.
+        history = load_history(supervisor_traces(starts_dir), limit=4 * HISTORY_LIMIT,
+                               max_trace_bytes=HISTORY_TRACE_MAX_BYTES)
         caches = compile_cache_warmth()
 
         def residency(model):
@@ -139,10 +157,7 @@ class StartOutlook:
             outlook.weight_cache, outlook.compile_caches = bool(weight_cache), caches
             return outlook
         name = file_name(unit)
-        try:
-            previous = safe_files.read_text_file("%s/%s" % (textfile_dir, name), METRICS_FILE_MAX_BYTES)
-        except OSError:   # none yet, or not a regular file within the bound: counters start at 0
-            previous = None
+        previous = read_metrics_file(textfile_dir, name, warn)
         outlook = cls(unit, history, write=lambda n, text: write_textfile(textfile_dir, n, text),
                       previous_text=previous, warn=warn, host=host, read_residency=residency)
         outlook.weight_cache, outlook.compile_caches = bool(weight_cache), caches

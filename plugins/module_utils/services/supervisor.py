@@ -44,6 +44,7 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.host import sys
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import weight_cache
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records import start_records
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.start_history import with_phase_history
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.inert_text import inert
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services import log_filter, log_pump, observe_only, sd_notify
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector import Detector
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.durations import fmt_duration
@@ -182,9 +183,10 @@ class Supervisor:
 
     # ------------------------------------------------------------------ output
     def say(self, text):
-        """One journal line; a journal that cannot be written is no reason to stop."""
+        """One journal line (what a record named in it held is escaped: one line, no control
+        characters); a journal that cannot be written is no reason to stop."""
         try:
-            log_filter.write_all(self.out_fd, ("sglang-supervisor: %s\n" % text).encode("utf-8", "replace"))
+            log_filter.write_all(self.out_fd, ("sglang-supervisor: %s\n" % inert(text)).encode("utf-8", "replace"))
         except OSError:
             pass
 
@@ -216,6 +218,7 @@ class Supervisor:
                            polls=self.record.record["polls"] + 1,
                            phase_durations=start_records.time_in_phases(self.phase_entries, obs["t"]),
                            supervisor=self.cost.sample(self.record.record["polls"]))
+        self.record.prune_step()   # the launch never waits on old starts: a slice a poll
 
     # ------------------------------------------------------------------ the start
     def _watch_start(self):

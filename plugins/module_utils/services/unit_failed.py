@@ -24,18 +24,18 @@ then restarts) changes nothing. The result comes from $MONITOR_SERVICE_RESULT an
 $MONITOR_EXIT_STATUS (systemd 251+), else from `systemctl show` of the unit. Standard
 library only: this runs on the host, as the service user, in the handler's own sandbox.
 """
-import json
 import os
 import subprocess
 import sys
 import time
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records import start_records
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.inert_text import inert
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host.systemd_unit import hold_path
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.failure_classes import class_of_exit_code
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.start_metrics import (
     StartMetrics, file_name, write_textfile)
-from ansible_collections.sglang_ops.serving.plugins.module_utils.services.start_outlook import record_phases
+from ansible_collections.sglang_ops.serving.plugins.module_utils.services.start_outlook import read_metrics_file, record_phases
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services.supervisor_settings import SupervisorSettings
 
 START_LIMIT_HIT = "start-limit-hit"
@@ -138,26 +138,15 @@ def record(settings, unit, why, now, warn):
     if rec.get("verdict") == "running":   # the supervisor was killed before its verdict
         rec["verdict"] = "interrupted"
     path = os.path.join(root, name, start_records.VERDICT)
-    start_records.WriteGuard(warn).attempt(path, lambda: _write_json(path, rec))
+    start_records.WriteGuard(warn).attempt(path, lambda: start_records.write_verdict(root, name, rec))
     if why == START_LIMIT and settings.metrics_dir:
         _finish_metrics(settings, rec, now, warn)
     return rec
 
 
-def _write_json(path, data):
-    tmp = "%s.%d.tmp" % (path, os.getpid())
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, path)
-
-
 def _finish_metrics(settings, rec, now, warn, outcome="gave_up"):
     name = file_name(settings.unit)
-    try:
-        with open(os.path.join(settings.metrics_dir, name), encoding="utf-8") as fh:
-            previous = fh.read()
-    except OSError:
-        previous = None
+    previous = read_metrics_file(settings.metrics_dir, name, warn)
     metrics = StartMetrics(settings.unit, previous_text=previous, clock=lambda: now, host=settings.host)
     metrics.finish(outcome, rec.get("reason_code") or "", (rec.get("restarts") or 0) + 1,
                    phases=record_phases(rec))
@@ -181,8 +170,8 @@ def main(argv, environ=None, show=None, now=time.time, sleep=time.sleep):
         return EXIT_SETTINGS
     unit = argv[2]
 
-    def say(text):
-        sys.stderr.write("sglang-unit-failed: %s\n" % text)
+    def say(text):   # one journal line, whatever a record named in it held
+        sys.stderr.write("sglang-unit-failed: %s\n" % inert(text))
 
     result, status = unit_result(unit, environ, show)
     hold = held(unit)

@@ -92,6 +92,7 @@ class Incident:
     # phases, timeline and series tell every attempt on one axis: the last attempt's t = 0 is
     # this far into it (decided_t and onset_t stay the last attempt's own)
     run_offset_s: float = 0.0
+    skipped: list = field(default_factory=list)     # "<path>: <why>" of each record file not read (record_files)
 
     def to_dict(self):
         d = asdict(self)

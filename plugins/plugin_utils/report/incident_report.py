@@ -12,6 +12,10 @@ included, so the report tells what was decided. A trace without them (recorded b
 older release, or the shared corpus) is replayed through the detector instead. run.json,
 when there is one, says what was done. Next steps come from docs/runbook.md, the
 section of the failure class.
+
+Every record is read through record_files.RecordFiles (safe_files: no link followed, the
+folder's owner, bounded, no FIFO or device opened); what was refused is listed in the
+report ("Not read") with why.
 """
 import json
 import os
@@ -20,16 +24,17 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.records.redacti
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report import incident_start_folder
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report import runbook as runbook_mod
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report.incident_model import build_incident
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report.record_files import RecordFiles
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report.report_markdown import render_markdown
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report.timeline_svg import render_svg
-from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import read_trace
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records import safe_files, start_records
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import read_trace_file
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared import replay
 
 REPORT_MD = "report.md"
 REPORT_JSON = "report.json"
 CHART_SVG = "timeline.svg"
 TRACE_COPY = "trace.jsonl"
-MAX_DIAGNOSTIC_BYTES = 4 * 2**20
 
 
 class ReportInputError(ValueError):
@@ -42,41 +47,30 @@ def _stored_assessments(observations):
     return found if found and all(isinstance(a, dict) for a in found) else None
 
 
-def _load_trace(path):
+def _load_trace(files, rel):
+    """(header, observations) of the trace rel of files (a RecordFiles); None when it is
+    refused (files.skipped says why) or not there."""
+    path = os.path.join(files.folder, rel)
     try:
-        return read_trace(path)
+        return files.trace(rel)
     except OSError as exc:
         raise ReportInputError("cannot read trace %s: %s" % (path, exc.strerror or exc))
     except ValueError as exc:
         raise ReportInputError(str(exc))
 
 
-def _read_diagnostics(folder):
-    out = {}
-    if not folder or not os.path.isdir(folder):
-        return out
-    for name in sorted(os.listdir(folder)):
-        path = os.path.join(folder, name)
-        if os.path.isfile(path):
-            with open(path, "rb") as fh:  # the end of a huge capture is the part that matters
-                size = fh.seek(0, os.SEEK_END)
-                fh.seek(max(0, size - MAX_DIAGNOSTIC_BYTES))
-                out[name] = fh.read().decode("utf-8", errors="replace")
-    return out
-
-
-def every_attempts_diagnostics(run_dir, attempts):
+def every_attempts_diagnostics(files, attempts):
     """{name: text} of the diagnostics of every attempt, oldest first: each attempt's files
     as "attempt-<n>/<file>" when several attempts captured some, the bare file names when
     one did (a run whose last start captured nothing still shows what the earlier ones did)."""
     found = []
     for i, attempt in enumerate(attempts, 1):
-        files = _read_diagnostics(os.path.join(run_dir, attempt["diagnostics"]) if attempt.get("diagnostics") else None)
-        if files:
-            found.append((attempt.get("n") or i, files))
+        found_here = files.diagnostics(attempt["diagnostics"]) if attempt.get("diagnostics") else {}
+        if found_here:
+            found.append((attempt.get("n") or i, found_here))
     if len(found) == 1:
         return found[0][1]
-    return {"attempt-%s/%s" % (n, name): text for n, files in found for name, text in files.items()}
+    return {"attempt-%s/%s" % (n, name): text for n, found_here in found for name, text in found_here.items()}
 
 
 def _write(out_dir, incident, trace_names, runbook_path):
@@ -164,10 +158,11 @@ def check_run(run, run_path):
     return run
 
 
-def _read_run(run_dir):
+def _read_run(files):
+    run_dir = files.folder
     run_path = os.path.join(run_dir, "run.json")
     try:
-        run = incident_start_folder.read_json_record(run_path, MAX_RUN_JSON_BYTES, "run record")
+        run = files.json("run.json", MAX_RUN_JSON_BYTES, "run record")
     except OSError as exc:
         raise ReportInputError("%s is not a run directory (no readable run.json: %s)" % (run_dir, exc.strerror or exc))
     except ValueError as exc:
@@ -175,15 +170,17 @@ def _read_run(run_dir):
     return check_run(run, run_path)
 
 
-def _attempt_trace(run_dir, attempt, settings):
-    """(header, observations, assessments) of one attempt's trace; empty when it has none."""
-    if not attempt.get("trace") or not os.path.exists(os.path.join(run_dir, attempt["trace"])):
+def _attempt_trace(files, attempt, settings):
+    """(header, observations, assessments) of one attempt's trace; empty when it has none
+    (or it was refused)."""
+    trace = _load_trace(files, attempt["trace"]) if attempt.get("trace") else None
+    if trace is None:
         return {}, [], []
-    header, observations = _load_trace(os.path.join(run_dir, attempt["trace"]))
+    header, observations = trace
     return header, observations, _stored_assessments(observations) or replay.assessments(observations, replay.settings_or_defaults(settings))
 
 
-def daemon_start_traces(run_dir, run):
+def daemon_start_traces(files, run):
     """[(n, observations)] of the weight cache daemon's start the run followed before attempt
     n (run.json weight_cache.cold_restarts; its last start's trace in the folder)."""
     out = []
@@ -192,12 +189,13 @@ def daemon_start_traces(run_dir, run):
         folder = cold.get("folder")
         if not starts or not isinstance(folder, str) or not isinstance(cold.get("before_attempt"), int):
             continue
-        path = os.path.join(run_dir, folder, "attempt-%d" % len(starts), "trace.jsonl")
-        if os.path.isfile(path):
-            try:
-                out.append((cold["before_attempt"], _load_trace(path)[1]))
-            except ReportInputError:
-                continue   # the daemon's trace is context only: the report goes on without it
+        rel = "%s/attempt-%d/trace.jsonl" % (folder, len(starts))
+        try:
+            trace = _load_trace(files, rel)
+        except (ReportInputError, ValueError):
+            continue   # the daemon's trace is context only: the report goes on without it
+        if trace is not None:
+            out.append((cold["before_attempt"], trace[1]))
     return out
 
 
@@ -205,23 +203,26 @@ def write_incident_report(run_dir, runbook_path=None, out_dir=None):
     """Build report.md, report.json and timeline.svg inside a restart run directory
     (or in out_dir, with links back to the run's traces)."""
     if incident_start_folder.is_start_folder(run_dir):
+        run_dir = os.path.realpath(run_dir)
+        files = RecordFiles(run_dir)
         try:
-            run = check_run(incident_start_folder.start_folder_run(run_dir), os.path.join(run_dir, "verdict.json"))
+            run = check_run(incident_start_folder.start_folder_run(run_dir, files), os.path.join(run_dir, "verdict.json"))
         except ValueError as exc:
             raise ReportInputError(str(exc))
-        run_dir = os.path.realpath(run_dir)
     else:
-        run = _read_run(run_dir)
+        files = RecordFiles(run_dir)
+        run = _read_run(files)
     attempts = run.get("attempts") or []
     trace_names = [a["trace"] for a in attempts if a.get("trace")]
-    traces = [_attempt_trace(run_dir, a, run.get("settings")) for a in attempts] or [({}, [], [])]
+    traces = [_attempt_trace(files, a, run.get("settings")) for a in attempts] or [({}, [], [])]
     header, observations, assessments = traces[-1]
-    diagnostics = every_attempts_diagnostics(run_dir, attempts)
+    diagnostics = every_attempts_diagnostics(files, attempts)
     runbook_path = runbook_path or runbook_mod.default_runbook_path()
     incident = build_incident(header, observations, assessments, run=run, diagnostics=diagnostics,
                               runbook=_runbook(runbook_path), host=run.get("host", ""), trace_files=trace_names,
                               earlier_attempts=[(obs, assessed) for dummy, obs, assessed in traces[:-1]],
-                              daemon_starts=daemon_start_traces(run_dir, run))
+                              daemon_starts=daemon_start_traces(files, run))
+    incident.skipped = list(files.skipped)
     out_dir = out_dir or run_dir
     links = [os.path.relpath(os.path.join(run_dir, n), os.path.abspath(out_dir)).replace(os.sep, "/")
              for n in trace_names]
@@ -233,8 +234,16 @@ write_run_report = write_incident_report
 
 
 def write_trace_report(trace_path, out_dir, runbook_path=None):
-    """Build the report of a bare trace into out_dir, with a redacted copy of the trace."""
-    header, observations = _load_trace(trace_path)
+    """Build the report of a bare trace into out_dir, with a redacted copy of the trace. The
+    trace is opened as safe_files opens a file named by its path (not a link, a regular
+    file, any owner)."""
+    try:
+        with safe_files.open_binary(trace_path, start_records.TRACE_MAX_BYTES) as fh:
+            header, observations = read_trace_file(fh, trace_path)
+    except OSError as exc:
+        raise ReportInputError("cannot read trace %s: %s" % (trace_path, exc.strerror or exc))
+    except ValueError as exc:
+        raise ReportInputError(str(exc))
     assessments = _stored_assessments(observations) or replay.assessments(observations, replay.settings_or_defaults(None))
     runbook_path = runbook_path or runbook_mod.default_runbook_path()
     incident = build_incident(header, observations, assessments, run=None,

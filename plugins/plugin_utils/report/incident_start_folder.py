@@ -3,21 +3,26 @@
 record a report is built from: one attempt, decided by the supervisor, its time to ready
 against the ready starts before it in the same root (their verdict.json).
 
-    start_folder_run(start_dir) -> a run.json-shaped dict, or ValueError naming the problem
+    start_folder_run(start_dir, files=None) -> a run.json-shaped dict, or ValueError naming the problem
+
+Its files are read through record_files.RecordFiles (safe_files: no link followed, owner
+checked, bounded); `current` is the one link followed, to name the start.
 """
 import os
 import time
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.records import start_records, trace_format
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records import start_records
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.failure_classes import FAILURE_CLASSES
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services.start_outlook import start_time_to_ready
+from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report.record_files import RecordFiles, is_regular_file
 
 MAX_VERDICT_BYTES = 4 * 2**20
 
 
 def is_start_folder(path):
-    """A supervisor's per-start folder: verdict.json and no run.json (a restart run's folder)."""
-    return os.path.isfile(os.path.join(path, start_records.VERDICT)) and not os.path.exists(os.path.join(path, "run.json"))
+    """A supervisor's per-start folder: verdict.json (a file, not a link) and no run.json (a
+    restart run's folder)."""
+    return is_regular_file(os.path.join(path, start_records.VERDICT)) and not os.path.lexists(os.path.join(path, "run.json"))
 
 
 def _iso(epoch_s):
@@ -26,26 +31,10 @@ def _iso(epoch_s):
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch_s))
 
 
-def read_json_record(path, max_bytes, kind):
-    """The JSON value of a record file (a run.json, a verdict.json) of at most max_bytes;
-    ValueError naming the file when it is larger, not UTF-8 or not JSON. OSError passes up:
-    what an unreadable file means is the caller's to say."""
-    with open(path, "rb") as fh:
-        raw = fh.read(max_bytes + 1)
-    if len(raw) > max_bytes:
-        raise ValueError("%s: larger than %d MiB: not a %s" % (path, max_bytes // 2**20, kind))
+def _read_verdict(files):
+    path = os.path.join(files.folder, start_records.VERDICT)
     try:
-        return trace_format.parse_json_line(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ValueError("%s: not UTF-8 text (byte 0x%02x at offset %d)" % (path, raw[exc.start], exc.start))
-    except ValueError as exc:
-        raise ValueError("%s: not JSON: %s" % (path, exc))
-
-
-def _read_verdict(folder):
-    path = os.path.join(folder, start_records.VERDICT)
-    try:
-        record = read_json_record(path, MAX_VERDICT_BYTES, "start record")
+        record = files.json(start_records.VERDICT, MAX_VERDICT_BYTES, "start record")
     except OSError as exc:
         raise ValueError("cannot read %s: %s" % (path, exc.strerror or exc))
     if not isinstance(record, dict) or not isinstance(record.get("verdict"), str):
@@ -53,17 +42,14 @@ def _read_verdict(folder):
     return record
 
 
-def _decided_t(folder):
+def _decided_t(files):
     """When the supervisor's watch decided the start (the first final assessment its trace
     stored), or None: the record's ended_at is later, after the diagnostics and the stop."""
-    path = os.path.join(folder, start_records.TRACE)
     try:
-        if os.path.getsize(path) > start_records.TRACE_MAX_BYTES:
-            return None
-        dummy_header, observations = trace_format.read_trace(path)
+        trace = files.trace(start_records.TRACE)
     except (OSError, ValueError):
         return None
-    for obs in observations:
+    for obs in (trace or ({}, []))[1]:
         assessment = obs.get("assessment")
         if isinstance(assessment, dict) and assessment.get("final") and isinstance(assessment.get("t"), (int, float)):
             return assessment["t"]
@@ -85,11 +71,13 @@ def _outcome(record):
     return "gave_up" if fc is not None and not fc.restart_helps else "restarted"
 
 
-def start_folder_run(start_dir):
-    """The run record of one supervised start (see the module)."""
+def start_folder_run(start_dir, files=None):
+    """The run record of one supervised start (see the module); files: the RecordFiles of
+    its folder (what was skipped is kept there)."""
     folder = os.path.realpath(start_dir)          # `current` is a link to the start's folder
     root, name = os.path.dirname(folder), os.path.basename(folder)
-    record = _read_verdict(folder)
+    files = files or RecordFiles(folder)
+    record = _read_verdict(files)
     record["dir"] = folder
     if record["verdict"] == "running" and start_records.current_name(root) != name:
         record.update(verdict="interrupted", reason="the supervisor ended without a verdict (killed)")
@@ -97,12 +85,13 @@ def start_folder_run(start_dir):
                if r is not None]
     outcome = _outcome(record)
     started, ended = record.get("started_at"), record.get("ended_at")
-    elapsed = record.get("ready_after_s") if record["verdict"] == "ready" else _decided_t(folder)
+    elapsed = record.get("ready_after_s") if record["verdict"] == "ready" else _decided_t(files)
     if elapsed is None and record["verdict"] != "ready" and isinstance(started, (int, float)) and isinstance(ended, (int, float)):
         elapsed = ended - started
-    has_diagnostics = os.path.isdir(os.path.join(folder, start_records.DIAGNOSTICS))
+    # a link there too: reading it is refused, and the report says so
+    has_diagnostics = os.path.lexists(os.path.join(folder, start_records.DIAGNOSTICS))
     needed = record.get("needed_human") or {}
-    attempt = {"n": 1, "trace": start_records.TRACE if os.path.isfile(os.path.join(folder, start_records.TRACE)) else None,
+    attempt = {"n": 1, "trace": start_records.TRACE if os.path.lexists(os.path.join(folder, start_records.TRACE)) else None,
                "verdict": record["verdict"], "phase": record.get("phase"), "reason_code": record.get("reason_code"),
                "reason": record.get("reason") or "", "t": round(elapsed, 3) if elapsed is not None else None,
                "started_epoch_s": started if isinstance(started, (int, float)) else None,

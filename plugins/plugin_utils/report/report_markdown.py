@@ -1,4 +1,9 @@
-"""Render an Incident (incident_model) as the Markdown report on-call reads first."""
+"""Render an Incident (incident_model) as the Markdown report on-call reads first.
+
+Every string a record held reaches the report inert (module_utils/records/inert_text.py): a
+field of one line stays one line, and no control character (an ESC, a CR) is written, the
+fenced diagnostics included."""
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.inert_text import inert
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report.incident_model import shows_tail
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.report.incident_words import fmt_duration, fmt_t
 
@@ -13,10 +18,14 @@ def _fence(text):
 
 
 def _cell(text):
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    return inert(text).replace("|", "\\|")
 
 
 def _title(inc):
+    return inert(_title_words(inc))
+
+
+def _title_words(inc):
     where = " on %s" % inc.host if inc.host else ""
     if inc.verdict in ("failed", "stalled"):
         return "Incident: %s%s %s in %s (%s)" % (inc.unit, where, inc.verdict, inc.phase, inc.reason_code)
@@ -58,19 +67,20 @@ def render_markdown(inc, chart_name="timeline.svg", trace_names=(), runbook_href
     out += _what_automation_did(inc)
     out += _timeline(inc)
     out += _diagnostics(inc)
-    return "\n".join(out).rstrip() + "\n"
+    out += _not_read(inc)
+    return inert("\n".join(out).rstrip() + "\n", lines=True)
 
 
 def _headline(inc, chart_name, trace_names):
     """The title, the five summary lines and the files the report links."""
     out = ["# " + _title(inc), ""]
-    out += ["%d. %s" % (i, line) for i, line in enumerate(inc.summary, 1)]
+    out += ["%d. %s" % (i, inert(line)) for i, line in enumerate(inc.summary, 1)]
     out.append("")
     files = [f for f in ["[chart](%s)" % chart_name if chart_name else ""] if f]
     files += ["[%s](%s)" % (name, name) for name in (trace_names or inc.trace_files)]
-    out.append("Source: %s. Files: %s." % (inc.source, ", ".join(files) if files else "—"))
+    out.append(inert("Source: %s. Files: %s." % (inc.source, ", ".join(files) if files else "—")))
     if inc.description:
-        out.append("Trace description: %s" % inc.description)
+        out.append("Trace description: %s" % inert(inc.description))
     out.append("")
     return out
 
@@ -83,7 +93,8 @@ def _what_to_do_next(inc, runbook_href):
         if inc.verdict == "ready":
             out.append("Nothing: the service came up. Keep this report if the start was slower than usual.")
         else:
-            out.append("No runbook section for `%s`; start with [reading a report](%s#reading-a-report)." % (inc.reason_code, runbook_href))
+            out.append("No runbook section for `%s`; start with [reading a report](%s#reading-a-report)." % (
+                inert(inc.reason_code).replace("`", "'"), runbook_href))
     else:
         out += _start_limit(inc, runbook_href)
         out.append("From the runbook, [%s](%s#%s) (`%s`)." % (ns.title, runbook_href, ns.anchor, ns.anchor))
@@ -111,20 +122,21 @@ def _start_limit(inc, runbook_href):
 
 def _evidence(inc):
     out = ["## Evidence", ""]
-    out += ["- " + e for e in inc.evidence] or ["- none recorded"]
+    out += ["- " + inert(e) for e in inc.evidence] or ["- none recorded"]
     out.append("")
     return out
 
 
 def _what_automation_did(inc):
     """The automation's story and, for a restart run, a table of its attempts."""
-    out = ["## What automation did", "", inc.automation, ""]
+    out = ["## What automation did", "", inert(inc.automation), ""]
     if inc.attempts:
         out += ["| attempt | verdict | phase | at | reason code | action | reason |",
                 "| --- | --- | --- | --- | --- | --- | --- |"]
         for a in inc.attempts:
             out.append("| %d | %s | %s | %s | `%s` | %s | %s |" % (
-                a.n, a.verdict, a.phase, fmt_t(a.t), a.reason_code, a.action, _cell(a.reason)))
+                a.n, _cell(a.verdict), _cell(a.phase), fmt_t(a.t), _cell(a.reason_code).replace("`", "'"), _cell(a.action),
+                _cell(a.reason)))
         out.append("")
     return out
 
@@ -134,7 +146,7 @@ def _timeline(inc):
     out = ["## Timeline", "", "### Phases", "",
            "| phase | from | to | duration |", "| --- | --- | --- | --- |"]
     for p in inc.phases:
-        out.append("| %s | %s | %s | %s |" % (p.phase, fmt_t(p.start_t), fmt_t(p.end_t), fmt_duration(p.duration_s)))
+        out.append("| %s | %s | %s | %s |" % (_cell(p.phase), fmt_t(p.start_t), fmt_t(p.end_t), fmt_duration(p.duration_s)))
     out += _time_to_ready(inc.time_to_ready)
     out += ["", "### Events and journal lines", "",
             "Times are seconds into the %s; lines printed by several ranks at once are folded into one." % (
@@ -168,5 +180,15 @@ def _diagnostics(inc):
         which = "last" if shows_tail(ex.name) else "first"
         note = "" if ex.lines_shown == ex.lines_total else " (%s %d of %d lines)" % (which, ex.lines_shown, ex.lines_total)
         fence = _fence(ex.text)
-        out += ["### %s%s" % (ex.name, note), "", fence, ex.text, fence, ""]
+        out += ["### %s%s" % (inert(ex.name), note), "", fence, inert(ex.text, lines=True), fence, ""]
     return out
+
+
+def _not_read(inc):
+    """The record files left unread (a link, a FIFO, another owner's file, one over its
+    bound), each with why; nothing when every file was read."""
+    if not inc.skipped:
+        return []
+    out = ["## Not read", "", "These files of the record were not read (never through a link, only regular "
+           "files of the folder's owner, within their bound):", ""]
+    return out + ["- %s" % inert(line) for line in inc.skipped] + [""]

@@ -5,6 +5,7 @@ left as it was.
 """
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.durations import fmt_duration
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.failure_classes import FAILURE_CLASSES
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.inert_text import inert
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart import observe_only_step
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart.restart_run import counted
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared.artifacts import iso_utc, redact_secrets
@@ -57,10 +58,10 @@ class RunEnding:
             kind_words = "%s restart (%s); " % (res["restart_kind"], res["restart_kind_reason"])
         if outcome == "ready":
             held = observe_only_step.summary_words(record["attempts"])
-            res["msg"] = "%s: %s ready after %s; %s%s%sartifacts: %s" % (
+            res["msg"] = inert("%s: %s ready after %s; %s%s%sartifacts: %s" % (
                 run.host, run.unit_words(), counted(len(record["attempts"]), "attempt"), kind_words,
                 time_to_ready_words(record.get("time_to_ready")), held + "; " if held else "",
-                run.artifacts_words())
+                run.artifacts_words()))
         return res
 
     def hand_over(self, phase, code, reason, because=None, verdict=None):
@@ -78,10 +79,11 @@ class RunEnding:
         held = observe_only_step.summary_words(run.record["attempts"])
         kind = ("Last start %s (%s). " % (res["restart_kind"], res["restart_kind_reason"])
                 if res.get("restart_kind") else "")
-        res["msg"] = ("%s: gave up on %s after %s, in phase %s: %s (%s): %s. Why no restart: %s. %s%s"
-                      "Artifacts: %s" % (run.host, run.unit_words(), counted(n, "attempt"), phase, title, code,
-                                         redact_secrets(reason), because, "Rule 4: %s. " % held if held else "",
-                                         kind, run.artifacts_words()))
+        # the summary Ansible prints: one line, whatever the reason a record gave held
+        res["msg"] = inert("%s: gave up on %s after %s, in phase %s: %s (%s): %s. Why no restart: %s. %s%s"
+                           "Artifacts: %s" % (run.host, run.unit_words(), counted(n, "attempt"), phase, title, code,
+                                              redact_secrets(reason), because, "Rule 4: %s. " % held if held else "",
+                                              kind, run.artifacts_words()))
         res["report"], report_error = self._write_incident_report()
         if report_error:
             res["report_error"] = report_error

@@ -15,6 +15,7 @@ same comparison the playbook's own watch makes (start_outlook.time_to_ready).
 import os
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records import start_records
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.inert_text import inert
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.durations import fmt_duration
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.failure_classes import FAILURE_CLASSES
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.phases import phase_rank
@@ -40,7 +41,8 @@ def verdict_words(record):
 
 
 def start_summary(record):
-    """One line per start for `status`: when, outcome, how long each phase took, why."""
+    """One line per start for `status`: when, outcome, how long each phase took, why (inert:
+    what the record held cannot break the line)."""
     when = os.path.basename(record.get("dir") or "?")
     verdict = record.get("verdict")
     durations = record.get("phase_durations") or {}
@@ -55,7 +57,7 @@ def start_summary(record):
         words = "%s in %s after %s: %s%s: %s" % (
             verdict, record.get("phase"), fmt_duration(_elapsed_s(record)), record.get("reason_code"),
             "" if record.get("exit_code") is None else " (exit %s)" % record.get("exit_code"), record.get("reason") or "")
-    return "%s  %s%s" % (when, words, "  [%s]" % phases if phases else "")
+    return inert("%s  %s%s" % (when, words, "  [%s]" % phases if phases else ""))
 
 
 def _elapsed_s(record):

@@ -131,7 +131,7 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypat
     name = file_name(UNIT)
     write_textfile(str(tmp_path), name, "old\n")
 
-    def refuse(src, dst):
+    def refuse(src, dst, **dummy_dir_fds):
         raise OSError("disk full")
     monkeypatch.setattr(os, "replace", refuse)
     with pytest.raises(OSError):

@@ -98,3 +98,42 @@ def test_the_metrics_file_read_back_is_a_regular_file_within_its_bound(tmp_path)
     (textfile / file_name("u")).unlink()
     os.symlink(str(textfile / "elsewhere.prom"), str(textfile / file_name("u")))
     assert hangs() == [0.0]                                          # a link: not followed
+
+
+# read_start of one trace with the controller's bound (64 MiB), in a process of its own.
+MEASURE_READ = """import json, re, sys
+sys.path.insert(0, %r)
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.start_history import read_start
+rec = read_start(sys.argv[1], max_trace_bytes=64 << 20)
+print(json.dumps({"outcome": rec and rec["outcome"], "phases": rec and [p["phase"] for p in rec["phases"]],
+                  "max_rss_mib": int(re.search(r"VmHWM:\\s+(\\d+) kB", open("/proc/self/status").read()).group(1)) / 1024.0}))
+"""
+
+
+def _padded_trace(path, size_bytes, line_bytes=256 << 10):
+    """A valid trace of size_bytes without verdict.json beside it, made in a moment: lines of
+    line_bytes, most of each a field no reader looks at."""
+    header = json.dumps({"format": "sglang-trace/1", "name": "padded", "unit": "u", "poll_s": 1.0}) + "\n"
+    pad = "x" * line_bytes
+    with open(path, "w", encoding="utf-8") as out:
+        out.write(header)
+        for t in range(size_bytes // line_bytes):
+            out.write('{"t": %d.0, "procs": {"count": 1, "cpu_s": %d.0}, "pad": "%s"}\n' % (t, t, pad))
+
+
+def test_a_63_mib_trace_without_verdict_is_streamed_in_bounded_memory(tmp_path):
+    root = tmp_path / "starts"
+    start = root / "20261130T000000Z-7"
+    start.mkdir(parents=True)
+    trace = start / sr.TRACE
+    _padded_trace(str(trace), 63 << 20)
+    assert not (start / sr.VERDICT).exists() and os.path.getsize(str(trace)) > 62 << 20
+    read = subprocess.run([sys.executable, "-I", "-c", MEASURE_READ % COLLECTIONS, str(trace)],
+                          capture_output=True, text=True, timeout=60, check=True)
+    got = json.loads(read.stdout)
+    assert got["phases"] and got["max_rss_mib"] <= 60, got           # replayed whole, one line at a time
+    supervisor = subprocess.run([sys.executable, "-I", "-c", MEASURE % COLLECTIONS, str(root)],
+                                capture_output=True, text=True, timeout=60, check=True)
+    got = json.loads(supervisor.stdout)
+    assert got["history"] == [] and got["max_rss_mib"] <= 60, got    # the launch does not wait on it
+    assert got["s"] < 1.0, got

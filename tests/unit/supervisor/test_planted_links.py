@@ -115,12 +115,14 @@ def test_a_symlinked_start_folder_is_neither_read_nor_pruned_through(host):
     nothing = {"trace.jsonl": None, "verdict.json": None}
     assert sr.read_files(starts, "20000101T000000Z-1", warn=refused.append) == nothing
     assert refused and link in refused[0]
-    # the next start prunes to keep=1: the real old folder goes, the link and its target stay
+    # the next start prunes to keep=1: the real old folder goes, and the link (never its target)
     said = []
-    sr.StartRecord(starts, 1796000100, 43, keep=1, warn=said.append)
+    sr.StartRecord(starts, 1796000100, 43, keep=1, warn=said.append).prune_step()
     assert sorted(os.listdir(model)) == ["model-00001-of-00002.safetensors", "verdict.json"]
-    assert os.path.islink(link) and not os.path.exists(_start(host))
-    assert any(link in s and "left as it is" in s for s in said)
+    assert not os.path.lexists(link) and not os.path.exists(_start(host))
+    assert [s for s in said if link in s] == [
+        "warning: removed %s: a symbolic link where a start's folder is expected (the link; its target is left as it was)"
+        % link]
     assert not any("cannot write" in s for s in said)
 
 
@@ -128,7 +130,7 @@ def test_pruning_removes_a_link_inside_an_old_start_never_its_target(host):
     starts, name, secret, model = host
     _plant(os.path.join(_start(host), "diagnostics", "weights"), lambda p: os.symlink(model, p))
     _plant(os.path.join(_start(host), "shadow"), lambda p: os.symlink(secret, p))
-    sr.StartRecord(starts, 1796000100, 43, keep=1)
+    sr.StartRecord(starts, 1796000100, 43, keep=1).prune_step()
     assert not os.path.lexists(_start(host))
     assert os.listdir(model) == ["model-00001-of-00002.safetensors"]
     assert open(secret).read() == SECRET

@@ -13,6 +13,7 @@ def test_a_start_points_current_at_itself_and_keeps_the_last_n(tmp_path):
     for i in range(4):
         rec = sr.StartRecord(root, 1796000000 + i, 100 + i, keep=3)
         rec.update(verdict="ready", ready_after_s=10.0 + i)
+        rec.prune_step()
         names.append(rec.name)
     assert sr.start_dirs(root) == names[1:]
     assert sr.current_name(root) == names[-1]

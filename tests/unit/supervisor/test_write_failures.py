@@ -29,10 +29,13 @@ def test_a_folder_that_cannot_be_made_is_one_warning_per_file_and_nothing_raises
     assert any(os.path.join(rec.path, "verdict.json") in w and "Not a directory" in w for w in named), named
 
 
-def test_a_full_disk_under_the_trace_is_one_warning_and_the_start_goes_on(tmp_path):
+def test_a_full_disk_under_the_trace_is_one_warning_and_the_start_goes_on(tmp_path, monkeypatch):
     warnings = []
     rec = sr.StartRecord(str(tmp_path), 1796000000, 1, warn=warnings.append)
-    os.symlink("/dev/full", rec.trace_path)           # every write there fails with ENOSPC
+
+    def no_space(*dummy_args):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(sr.os, "write", no_space)     # every write of the trace fails with ENOSPC
     trace = rec.open_trace(rec.trace_path, HEADER)
     for t in range(5):
         trace.append({"t": float(t)})
@@ -70,7 +73,7 @@ def test_a_verdict_that_cannot_be_written_leaves_no_temporary_file(tmp_path, mon
     rec = sr.StartRecord(str(tmp_path), 1796000000, 1, warn=warnings.append)
     rec.update(polls=1)
 
-    def no_space(*dummy_args):
+    def no_space(*dummy_args, **dummy_kwargs):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     monkeypatch.setattr(sr.os, "replace", no_space)
     rec.update(polls=2)
@@ -85,4 +88,5 @@ def test_a_metrics_file_that_cannot_be_written_is_named_in_the_error(tmp_path):
     blocker.write_text("")
     with pytest.raises(OSError) as err:
         write_textfile(str(blocker), "sglang_ops_u.prom", "x 1\n")
-    assert err.value.filename == str(blocker / "sglang_ops_u.prom") and err.value.errno == errno.ENOTDIR
+    assert err.value.filename == str(blocker / "sglang_ops_u.prom")
+    assert err.value.strerror == "a regular file where a folder is expected"
