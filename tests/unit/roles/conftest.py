@@ -178,15 +178,6 @@ def daemon_flags(unit_text):
     return argv[at + 1:]
 
 
-@pytest.fixture(scope="session")
-def real_sglang_python():
-    """Python of the cached venv with the real pinned SGLang (tests/sglang_real/setup)."""
-    run = subprocess.run([str(ROOT / "tests" / "sglang_real" / "setup")], capture_output=True, text=True,
-                         check=False)
-    assert run.returncode == 0, "tests/sglang_real/setup failed:\n" + run.stderr[-3000:]
-    return run.stdout.strip().splitlines()[-1]
-
-
 def parse_with_real_sglang(python, flags, daemon=False):
     """The real parser of the server, or with daemon=True of the weight cache daemon."""
     return subprocess.run([python, str(ROOT / "tests" / "sglang_real" / "parse_args.py"),
