@@ -65,8 +65,8 @@ class EngineCacheStart:
         in the start record as delivery_budget_before or _after. Not asked while the daemon
         that said it has none (SGLang 0.5.23) is the one the previous start recorded."""
         said = (previous or {}).get("delivery_budget_before") or {}
-        if said.get("supported") is False and not weight_cache_watch.loaded_since(self.cache_watch.ready_mtimes(),
-                                                                                 previous):
+        reloaded = weight_cache_watch.loaded_since(self.cache_watch.ready_mtimes(), previous)
+        if said.get("supported") is False and not reloaded:
             self.budget_supported = False
         if self.budget_supported is False:
             self.record.update(**{"delivery_budget_" + when: {"supported": False}})
