@@ -39,8 +39,12 @@ podman:
 image: system-packages podman
 	@tests/image/build
 
+# UNIT_TESTS: a part of them (make unit UNIT_TESTS='tests/unit/standin -k real'). The tests
+# that compare with the real pinned SGLang build its venv on first use (tests/sglang_real/setup,
+# the real_sglang_python fixture of tests/conftest.py): they run on a fresh clone, never skip.
+UNIT_TESTS ?= tests/unit
 unit: venv
-	$(PY) -m pytest -q tests/unit
+	$(PY) -m pytest -q $(UNIT_TESTS)
 
 # Every labelled trace of the repository through the replay, as recorded (bench/score.py)
 # and under each perturbation of bench/perturb.py: any false restart, miss or late

@@ -27,7 +27,7 @@ from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart import 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services import start_watch
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector_settings import from_overrides
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.number_range import range_problem
-from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import observe_only_decision
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import observe_only_decision, weight_cache
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host import service_defaults
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host.systemd_unit import check_unit_name
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.inert_text import inert
@@ -69,7 +69,7 @@ ARGUMENT_SPEC = {
     "server": {"type": "dict", "default": {}},
     "weight_cache": {"type": "bool"},
     "cold": {"type": "bool", "default": False},
-    "weight_cache_min_deliveries": {"type": "int", "default": 8},
+    "weight_cache_min_deliveries": {"type": "int", "default": weight_cache.DEFAULT_MIN_DELIVERIES},
     "observe_only_min_ceiling_s": {"type": "float", "default": observe_only_decision.MIN_CEILING_S},
     "observe_only_ceiling_factor": {"type": "float", "default": observe_only_decision.CEILING_FACTOR},
 }

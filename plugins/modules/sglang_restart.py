@@ -230,6 +230,9 @@ options:
         deliveries left than this the next start is cold (C(delivery_budget_low)): the daemon
         restarts with a new budget before it refuses an engine. An exhausted budget makes the
         start cold at once (C(budget_exhausted)). V(0): only an exhausted budget does."
+      - "The playbooks set it from the role variable C(sglang_service_weight_cache_min_deliveries),
+        which also gives it to the unit's supervisor: the starts systemd makes (a reboot, a crash
+        restarted) decide the same way."
     type: int
     default: 8
   observe_only_min_ceiling_s:

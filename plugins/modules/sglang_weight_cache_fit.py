@@ -12,9 +12,11 @@ description:
     among I(server_flags), the quantization method SGLang will use, and asks the installed
     SGLang (I(python)'s C(sglang.srt.weight_cache.protocol.is_ipc_quant_supported)) whether its
     weight cache daemon and client share that method over CUDA IPC.
-  - When that SGLang does not import (no venv yet, a release without the weight cache), the
-    allowlist of the pinned release answers (SGLang 0.5.23's C(IPC_QUANT_ALLOWLIST), which holds
-    unquantized and block-wise FP8 only).
+  - When that SGLang cannot answer (no venv yet, a release without the weight cache, an import
+    that fails or hangs, say on a broken CUDA install, past I(ask_timeout_s)), the allowlist of the
+    pinned release answers (SGLang 0.5.23's C(IPC_QUANT_ALLOWLIST), which holds unquantized and
+    block-wise FP8 only); a venv Python that failed or hung is a warning naming what answered
+    instead and why.
   - Reads only; runs the same in check mode.
 version_added: "0.1.0"
 options:
@@ -31,6 +33,12 @@ options:
     type: list
     elements: str
     default: []
+  ask_timeout_s:
+    description:
+      - Seconds the venv's Python may take to import SGLang and answer; past them it is killed
+        (with every process it started) and the pinned allowlist answers.
+    type: float
+    default: 60
 author:
   - sglang-ops maintainers (@sglang-ops)
 """
@@ -62,7 +70,9 @@ accepted:
   type: str
   returned: always
 asked:
-  description: Who answered, e.g. "SGLang 0.5.23 of /opt/sglang/venv/bin/python" or "the allowlist of SGLang 0.5.23 (pinned)".
+  description: >-
+    Who answered, e.g. "SGLang 0.5.23 of /opt/sglang/venv/bin/python", or "the allowlist of SGLang
+    0.5.23 (pinned; ...)" with why the venv's SGLang did not answer.
   type: str
   returned: always
 msg:
@@ -77,6 +87,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import weight_cache
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host.bounded_run import bounded_run
 
 # Run by the venv's Python (-I): its SGLang's own predicate and allowlist, as JSON.
 _ASK_SGLANG = (
@@ -88,6 +99,7 @@ _ASK_SGLANG = (
     "print(json.dumps({'supported': bool(protocol.is_ipc_quant_supported(method, config)),\n"
     "                  'methods': [str(m) for m in allow], 'version': getattr(sglang, '__version__', '?')}))\n"
 )
+DEFAULT_ASK_TIMEOUT_S = 60.0
 
 
 def read_model_config(model_path):
@@ -100,17 +112,22 @@ def read_model_config(model_path):
     return data if isinstance(data, dict) else None
 
 
-def ask_sglang(module, python, method, quant_config):
-    """The venv SGLang's answer as a dict, or None when it cannot be asked."""
+def ask_sglang(python, method, quant_config, timeout_s):
+    """(the venv SGLang's answer as a dict, None) or (None, why it could not answer, None when
+    the venv has no Python yet, which is no fault: preflight runs before the install)."""
     if not (os.path.isfile(python) and os.access(python, os.X_OK)):
-        return None
-    rc, out, _err = module.run_command([python, "-I", "-c", _ASK_SGLANG, method, json.dumps(quant_config)])
-    if rc != 0:
-        return None
+        return None, None
+    res = bounded_run([python, "-I", "-c", _ASK_SGLANG, method, json.dumps(quant_config)], timeout_s)
+    if res.timed_out:
+        return None, "%s did not answer within ask_timeout_s=%g s (killed)" % (python, timeout_s)
+    if res.rc != 0:
+        last = (res.stderr.strip().splitlines() or ["exit status %s" % res.rc])[-1]
+        return None, "%s could not ask its SGLang: %s" % (python, last[-300:])
     try:
-        return json.loads(out.strip().splitlines()[-1])
+        answer = json.loads(res.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        return None
+        return None, "%s printed no answer: %r" % (python, res.stdout[-200:])
+    return (answer, None) if isinstance(answer, dict) else (None, "%s printed no answer" % python)
 
 
 def main():
@@ -119,6 +136,7 @@ def main():
             model_path=dict(type="path", required=True),
             python=dict(type="path", required=True),
             server_flags=dict(type="list", elements="str", default=[]),
+            ask_timeout_s=dict(type="float", default=DEFAULT_ASK_TIMEOUT_S),
         ),
         supports_check_mode=True,
     )
@@ -127,7 +145,9 @@ def main():
     method, quant_config, method_from = weight_cache.quant_method_of(p["server_flags"], model_config)
     if model_config is None and method_from != weight_cache.QUANTIZATION_FLAG:
         method_from = "no readable config.json in %s: taken as unquantized" % p["model_path"]
-    answer = ask_sglang(module, p["python"], method, quant_config)
+    if p["ask_timeout_s"] <= 0:
+        module.fail_json(msg="ask_timeout_s must be > 0, got %g" % p["ask_timeout_s"])
+    answer, why_not = ask_sglang(p["python"], method, quant_config, p["ask_timeout_s"])
     if answer is not None:
         supported = bool(answer.get("supported"))
         # The installed release's list; its field conditions are its own (it answered for this model).
@@ -138,8 +158,11 @@ def main():
     else:
         supported = weight_cache.pinned_ipc_quant_supported(method, quant_config)
         accepted = weight_cache.accepted_words(weight_cache.PINNED_IPC_QUANT_ALLOWLIST)
-        asked = "the allowlist of SGLang %s (pinned; %s does not import it)" % (
-            weight_cache.PINNED_SGLANG_VERSION, p["python"])
+        asked = "the allowlist of SGLang %s (pinned; %s)" % (
+            weight_cache.PINNED_SGLANG_VERSION, why_not or "%s is not installed yet" % p["python"])
+        if why_not:
+            module.warn("the venv's SGLang did not answer, so %s answered for quantization %s" % (
+                asked, weight_cache.method_words(method)))
     msg = "quantization %s (from %s): %s by %s, which accepts %s" % (
         weight_cache.method_words(method), method_from, "accepted" if supported else "refused", asked, accepted)
     module.exit_json(changed=False, supported=supported, quant_method=method, quant_method_from=method_from,

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from ansible_collections.sglang_ops.serving.plugins.action import sglang_restart as action
-from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import observe_only_decision
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import observe_only_decision, weight_cache
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host import service_defaults
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services.supervisor_settings import SupervisorSettings
 from ansible_collections.sglang_ops.serving.plugins.modules import sglang_restart as doc
@@ -73,3 +73,11 @@ def test_rule_4s_ceiling_has_one_default_for_the_role_the_supervisor_and_the_act
                                      observe_only_decision.CEILING_FACTOR)):
         assert role[variable] == value == getattr(settings, option)
         assert action.ARGUMENT_SPEC[option]["default"] == options[option]["default"] == value
+
+
+def test_the_delivery_budgets_minimum_has_one_default_for_the_role_the_supervisor_and_the_action():
+    role, options = _role_defaults(), yaml.safe_load(doc.DOCUMENTATION)["options"]
+    value = weight_cache.DEFAULT_MIN_DELIVERIES
+    assert role["sglang_service_weight_cache_min_deliveries"] == value == SupervisorSettings().weight_cache_min_deliveries
+    assert action.ARGUMENT_SPEC["weight_cache_min_deliveries"]["default"] == \
+        options["weight_cache_min_deliveries"]["default"] == value

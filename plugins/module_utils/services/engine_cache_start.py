@@ -1,16 +1,19 @@
 """An engine's start beside SGLang's weight cache daemon, as its supervisor runs it: before
-the launch, wait for every GPU's daemon (weight_cache_watch.DaemonWait) and decide warm or
-cold as the restart playbook does (weight_cache_watch.cold_decision), stopping a daemon
-loaded before the previous start ended so that its unit loads the weights again; during
-the start, read from the engine's lines whether it attached or fell back to disk. The
-start's kind (domain/weight_cache.StartKind) goes to the start record, the metrics and
-the progress line."""
+the launch, wait for every GPU's daemon (weight_cache_watch.DaemonWait), read a later SGLang's
+delivery budget and decide warm or cold with the restart playbook's decision
+(domain/warm_cold.decide, the same inputs), stopping a daemon loaded before the previous
+start ended so that its unit loads the weights again; during the start, read from the
+engine's lines whether it attached or fell back to disk; after a ready one, the budget left
+into the metrics folder as the playbook writes it. The start's kind
+(domain/weight_cache.StartKind) goes to the start record, the metrics and the progress line."""
 import os
 import signal
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import weight_cache
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import warm_cold, weight_cache
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.durations import fmt_duration
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.progress_line import SEP
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host import cgroup, weight_cache_budget
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records import start_metrics
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services import weight_cache_watch
 
 
@@ -20,11 +23,14 @@ class EngineCacheStart:
     cold_reason says why this start is cold, or None. sleep raises when a stop is
     requested; mono and wall are the supervisor's monotonic and epoch clocks."""
 
-    def __init__(self, settings, cache_watch, record, outlook, notify, say, sleep, mono, wall):
+    def __init__(self, settings, cache_watch, record, outlook, notify, say, sleep, mono, wall,
+                 shell=weight_cache_budget.local_shell):
         self.s, self.cache_watch, self.record, self.outlook = settings, cache_watch, record, outlook
         self.notify, self.say, self.sleep, self.mono, self.wall = notify, say, sleep, mono, wall
+        self.shell = shell      # read_budget's shell(cmd, timeout_s) -> (rc, out, err)
         self.start_kind = None
         self.cold_reason = None
+        self.budget_supported = None    # False once the daemon's SGLang said it has no budget
 
     def wait(self):
         """The engine starts once every GPU's daemon is ready: started while the daemon
@@ -35,7 +41,9 @@ class EngineCacheStart:
         previous = weight_cache_watch.previous_start(self.s.starts_dir, self.record.name)
         decision, health = self._await_daemon(None)
         if decision == "go":
-            self.cold_reason = weight_cache_watch.cold_decision(previous)
+            planned = warm_cold.decide(previous, True, budget=self._read_budget("before", previous),
+                                       min_deliveries=self.s.weight_cache_min_deliveries)
+            self.cold_reason = planned.reason if planned.cold else None
             since = self._reload_daemon(previous, health) if self.cold_reason else None
             if since is not None:
                 decision, health = self._await_daemon(since)
@@ -51,6 +59,42 @@ class EngineCacheStart:
         if self.outlook is not None:
             self.outlook.attached_weight_cache(kind.warm)
         return kind
+
+    def _read_budget(self, when, previous=None):
+        """The daemon's DeliveryBudget (None: none known), read as the playbook reads it and kept
+        in the start record as delivery_budget_before or _after. Not asked while the daemon
+        that said it has none (SGLang 0.5.23) is the one the previous start recorded."""
+        said = (previous or {}).get("delivery_budget_before") or {}
+        reloaded = weight_cache_watch.loaded_since(self.cache_watch.ready_mtimes(), previous)
+        if said.get("supported") is False and not reloaded:
+            self.budget_supported = False
+        if self.budget_supported is False:
+            self.record.update(**{"delivery_budget_" + when: {"supported": False}})
+            return None
+        pids = [p["pid"] for p in cgroup.unit_processes(weight_cache.daemon_unit(self.s.unit))]
+        reading = weight_cache_budget.read_budget(self.shell, pids)
+        self.budget_supported = reading.supported
+        self.record.update(**{"delivery_budget_" + when: reading.to_dict()})
+        if reading.problem:
+            self.say("weight cache delivery budget not read: %s" % reading.problem)
+        elif reading.budget is not None:
+            self.say("weight cache delivery budget: %s" % reading.budget.words())
+        return reading.budget
+
+    def after_ready(self):
+        """After a ready start (READY=1 sent): the budget left, said and written as
+        sglang_weight_cache_deliveries_remaining into the metrics folder, as the playbook does
+        after a ready restart."""
+        if self.budget_supported is False or self.start_kind is None:
+            return
+        budget = self._read_budget("after")
+        if budget is None or not self.s.metrics_dir:
+            return
+        text = start_metrics.render_delivery_budget(self.s.unit, budget, host=self.s.host, clock=self.wall)
+        try:
+            start_metrics.write_textfile(self.s.metrics_dir, start_metrics.budget_file_name(self.s.unit), text)
+        except OSError as e:
+            self.say("warning: the delivery budget metric not written: %s" % e)
 
     def _await_daemon(self, since):
         """Wait for the daemon as DaemonWait decides (since: only a daemon loaded after that

@@ -405,6 +405,8 @@ class Supervisor:
             self.cache_start.on_ready()
         kind = "" if self.start_kind is None else "%s%s start" % (SEP, self.start_kind.words())
         self.notify.ready("ready after %s%s%s%s" % (fmt_duration(ready_after), kind, SEP, a.reason))
+        if self.cache_start is not None:
+            self.cache_start.after_ready()
         if self.outlook is not None:
             self.outlook.finish("ready", "ready", self.attempt)
 

@@ -115,6 +115,9 @@ class SupervisorSettings:
     # {device_uuid}): the daemon unit's readiness, and for an engine the daemon it attaches
     # to (waited for before the engine starts). None: no weight cache.
     weight_cache_ready_template: object = None
+    # An engine beside a later SGLang's daemon: fewer deliveries left than this and its start
+    # is cold, as the restart playbook's option of the same name (one role variable for both).
+    weight_cache_min_deliveries: int = weight_cache.DEFAULT_MIN_DELIVERIES
 
     @classmethod
     def load(cls, path):
@@ -173,6 +176,7 @@ CHECKS = {
     "serves": lambda value: None if value in weight_cache.SERVES else "must be one of %s" % ", ".join(weight_cache.SERVES),
     "weight_cache_ready_template": _optional(lambda value: _path(value) or (
         None if weight_cache.DEVICE_UUID_FIELD in value else "must contain %s" % weight_cache.DEVICE_UUID_FIELD)),
+    "weight_cache_min_deliveries": _integer(0),
 }
 
 

@@ -3,10 +3,11 @@ GPUs the unit uses, whether every one has a live daemon (host/weight_cache_state
 that state as the observation's `weight_cache` field, and what an engine decides before
 it starts, as the restart playbook does (plugin_utils/restart/weight_cache_step.py):
 
-- warm or cold: domain/weight_cache.cold_reason over the engine's previous start (a warm
-  start that failed, one whose class implicates the weights, a fallback to disk) makes
-  this start cold; a daemon loaded before that start ended is stopped so that its own
-  supervisor and systemd load the weights again (cold_decision, daemon_pids_to_stop);
+- warm or cold: domain/warm_cold.decide over the engine's previous start (a warm start
+  that failed, one whose class implicates the weights, a fallback to disk) and the daemon's
+  delivery budget makes this start cold (engine_cache_start.py); a daemon loaded before that
+  start ended is stopped so that its own supervisor and systemd load the weights again
+  (loaded_since, daemon_pids_to_stop);
 - how long to wait for the daemon: while its supervisor's newest start record moves (a
   load in progress) or says ready, and no longer than DAEMON_GRACE_S once the daemon shows
   no evidence of starting (no start record, a start that ended, a supervisor that stopped
@@ -169,19 +170,6 @@ def previous_start(starts_dir, current_name):
         if os.path.basename(record.get("dir") or "") != current_name:
             return record
     return None
-
-
-def cold_decision(previous):
-    """Why this engine start must be cold, or None: the playbook's rule (weight_cache.cold_reason)
-    over the engine's previous start, asked once the daemon is ready (one that is not is
-    waited for: it loads, or the engine starts without it)."""
-    if not previous:
-        return None
-    failed = previous.get("verdict") in ("failed", "stalled", "interrupted")
-    kind = previous.get("restart_kind")
-    return weight_cache.cold_reason(previous.get("reason_code") if failed else None, True,
-                                    failed and kind == weight_cache.RESTART_WARM,
-                                    kind == weight_cache.RESTART_COLD_FALLBACK)
 
 
 def loaded_since(ready_mtimes, previous):

@@ -4,6 +4,7 @@ each start and how the attempt records it, and a cold start's restart of the dae
 followed through its supervisor's records.
 """
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.durations import fmt_duration
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host import weight_cache_budget
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart import supervised_restart, weight_cache_step
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart.restart_run import RemoteStepFailed
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.shared.artifacts import RunArtifacts
@@ -58,7 +59,7 @@ class WarmColdPlan:
         _after); not asked again once SGLang said it has none (0.5.23)."""
         run = self.run
         if run.record["weight_cache"].get("delivery_budget_supported") is False or not run.daemon.healthy:
-            return weight_cache_step.BudgetReading()
+            return weight_cache_budget.BudgetReading()
         reading = weight_cache_step.read_budget(run.access.shell, run.daemon)
         if reading.supported is False:
             run.record["weight_cache"]["delivery_budget_supported"] = False

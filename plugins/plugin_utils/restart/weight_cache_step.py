@@ -6,18 +6,19 @@ Warm: the engine unit alone is restarted and re-attaches to the weights the daem
 on the GPUs; the daemon unit is untouched and its processes are expected GPU holders.
 Cold: the engine is stopped, the daemon unit restarted and its start followed like the
 engine's (its supervisor says ready once every GPU's ready file names a live daemon), then
-the engine is started. domain/weight_cache.cold_reason says when a restart must be cold;
-this module reads the daemon as the restart sees it and turns that into a plan.
+the engine is started. domain/warm_cold.decide says when a start must be cold (the unit's
+supervisor asks it too); this module reads the daemon as the restart sees it and turns that
+into a plan.
 
 The daemon's health is its supervisor's verdict: the unit is active and running and its
 newest start record is ready (after ready, the supervisor checks every GPU's ready file
 and pid each poll and ends the start when one is gone).
 """
 import os
-import shlex
 from dataclasses import dataclass, field
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import weight_cache
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import warm_cold, weight_cache
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host import weight_cache_budget
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records import start_metrics, start_records
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart import metrics_step
 
@@ -87,45 +88,17 @@ def read_daemon(access, unit, starts_dir=None):
                       last_start=dict(starts[0]) if starts else {})
 
 
-@dataclass(frozen=True)
-class RestartPlan:
-    kind: str       # weight_cache.RESTART_WARM or RESTART_COLD
-    reason: str     # weight_cache.REASON_DAEMON_HEALTHY for a warm one, else why it is cold
-
-    @property
-    def cold(self):
-        return self.kind == weight_cache.RESTART_COLD
-
-    def words(self):
-        if self.cold:
-            return "cold (%s): the weight cache daemon is restarted too, the weights come from disk" % self.reason
-        return "warm: the engine alone, the weight cache daemon keeps the weights on the GPUs"
-
-
 def plan(daemon, cold_requested, previous=None, budget=None, min_deliveries=0):
-    """The RestartPlan of the next start. daemon: DaemonView; cold_requested: the option
-    cold, which makes the run's first start cold (later ones follow the rules: a cold start
-    that stalled after its weights is followed by a warm one, the daemon keeping the weights
-    it has just loaded); previous: the record of this run's previous attempt (run.json's),
-    or None before the first; budget: the daemon's DeliveryBudget read just before (None:
-    none known), cold below min_deliveries left (domain/weight_cache.budget_reason)."""
-    if cold_requested and not previous:
-        return RestartPlan(weight_cache.RESTART_COLD, weight_cache.REASON_REQUESTED)
-    previous = previous or {}
-    failed = bool(previous) and previous.get("verdict") != "ready"
-    kind = previous.get("restart_kind")
-    if failed and budget is None and previous.get("restart_kind_reason") == weight_cache.REASON_BUDGET_EXHAUSTED:
-        # the engine was answered budget_exhausted and the daemon's --status could not be read
-        return RestartPlan(weight_cache.RESTART_COLD, weight_cache.REASON_BUDGET_EXHAUSTED)
-    reason = weight_cache.cold_reason(
-        previous.get("reason_code") if failed else None, daemon.healthy,
-        failed and kind == weight_cache.RESTART_WARM, kind == weight_cache.RESTART_COLD_FALLBACK,
-        budget=budget, min_deliveries=min_deliveries)
-    if reason == weight_cache.REASON_DAEMON_NOT_HEALTHY and daemon.why_not_healthy():
-        reason = "%s: %s" % (reason, daemon.why_not_healthy())
-    if reason:
-        return RestartPlan(weight_cache.RESTART_COLD, reason)
-    return RestartPlan(weight_cache.RESTART_WARM, weight_cache.REASON_DAEMON_HEALTHY)
+    """The RestartPlan of the next start (domain/warm_cold.decide, the supervisor's decision
+    too). daemon: DaemonView; cold_requested: the option cold; previous: the record of this
+    run's previous attempt (run.json's), or None before the first; budget: the daemon's
+    DeliveryBudget read just before (None: none known), cold below min_deliveries left. A
+    daemon found unhealthy is named with why."""
+    planned = warm_cold.decide(previous, daemon.healthy, budget=budget, min_deliveries=min_deliveries,
+                               cold_requested=cold_requested)
+    if planned.reason == weight_cache.REASON_DAEMON_NOT_HEALTHY and daemon.why_not_healthy():
+        return warm_cold.RestartPlan(planned.kind, "%s: %s" % (planned.reason, daemon.why_not_healthy()))
+    return planned
 
 
 def in_use(option, daemon):
@@ -141,76 +114,12 @@ def in_use(option, daemon):
 
 
 # ---- the delivery budget of a later SGLang's daemon ------------------------------------------
-BUDGET_TIMEOUT_S = 120
-
-
-@dataclass(frozen=True)
-class BudgetReading:
-    """What the daemon's --status said: budget (DeliveryBudget, None when unknown); supported
-    False when the installed SGLang has no budget (0.5.23), None when it could not be told;
-    problem: why it could not be read ('' when it was, or when there is none)."""
-    budget: object = None
-    supported: object = None
-    problem: str = ""
-
-    def to_dict(self):
-        out = {"supported": self.supported}
-        if self.budget is not None:
-            out.update(self.budget.to_dict())
-        if self.problem:
-            out["problem"] = self.problem
-        return out
-
-
-def cmdlines_cmd(pids):
-    """Print each live process's pid and argv (/proc/<pid>/cmdline), one per line, \\x1f between them."""
-    return ("for p in %s; do a=$(tr '\\000' '\\037' < /proc/$p/cmdline 2>/dev/null) && printf '%%s\\037%%s\\n' \"$p\" \"$a\"; "
-            "done; true") % " ".join(str(int(p)) for p in pids)
-
-
-def parse_cmdlines(out):
-    """{pid: argv} of cmdlines_cmd's output."""
-    found = {}
-    for line in (out or "").splitlines():
-        pid, sep, rest = line.partition("\x1f")
-        if sep and pid.isdigit():
-            found[int(pid)] = rest.rstrip("\x1f").split("\x1f")
-    return found
-
-
-def status_cmd(launcher_pid, commands):
-    """Ask every GPU's daemon for its budget, side by side, as the daemon's user and in its
-    environment (its socket template, CUDA_VISIBLE_DEVICES: the launcher's /proc entry); each
-    answer in a file of its own until all are done, so that no two lines mix."""
-    pid = int(launcher_pid)
-    runs = "".join("xargs -0 -a /proc/%d/environ sh -c %s sh >\"$d/%d.out\" 2>\"$d/%d.err\" & " % (
-        pid, shlex.quote('exec env -i "$@" ' + " ".join(shlex.quote(a) for a in argv)), n, n)
-        for n, argv in enumerate(commands))
-    script = 'd=$(mktemp -d) || exit 1; %swait; cat "$d"/*.out; cat "$d"/*.err >&2; rm -rf "$d"' % runs
-    return 'u=$(stat -c %%U /proc/%d) && runuser -u "$u" -- sh -c %s' % (pid, shlex.quote(script))
-
-
 def read_budget(shell, daemon):
-    """The delivery budget of the daemons of `daemon` (DaemonView): their launcher found among the
-    unit's processes, each GPU's daemon asked with --status. shell(cmd, timeout_s) -> (rc, out, err).
-    Never raises: a BudgetReading says what was found."""
+    """The delivery budget of the daemons of `daemon` (DaemonView), read through the restart's
+    shell(cmd, timeout_s) as host/weight_cache_budget reads it. Never raises."""
     if not daemon.healthy or not daemon.pids:
-        return BudgetReading(problem="the weight cache daemon is not healthy")
-    dummy_rc, out, dummy_err = shell(cmdlines_cmd(daemon.pids), BUDGET_TIMEOUT_S)
-    argvs = sorted(parse_cmdlines(out).items())
-    launcher = weight_cache.daemon_launcher([argv for dummy_pid, argv in argvs])
-    if launcher is None:
-        return BudgetReading(problem="no weight cache daemon process found among %s" % list(daemon.pids))
-    launcher_pid = [pid for pid, argv in argvs if argv == launcher][0]
-    try:
-        commands = weight_cache.status_commands(launcher)
-    except ValueError as exc:
-        return BudgetReading(problem=str(exc))
-    rc, out, err = shell(status_cmd(launcher_pid, commands), BUDGET_TIMEOUT_S)
-    budget, problem = weight_cache.parse_budget_status(rc, out, err, len(commands))
-    if budget is None and not problem:
-        return BudgetReading(supported=False)
-    return BudgetReading(budget=budget, supported=True if budget is not None else None, problem=problem)
+        return weight_cache_budget.BudgetReading(problem="the weight cache daemon is not healthy")
+    return weight_cache_budget.read_budget(shell, daemon.pids)
 
 
 def min_deliveries(args):

@@ -23,6 +23,8 @@ FROM_THE_ROLE = {
     "supervisor_detector": "sglang_service_supervisor_detector",   # the settings the role gives the supervisor
     "observe_only_min_ceiling_s": "sglang_service_observe_only_min_ceiling_s",   # rule 4's ceiling, as the supervisor has it
     "observe_only_ceiling_factor": "sglang_service_observe_only_ceiling_factor",
+    # a later SGLang's delivery budget: the supervisor's starts go cold below the same number
+    "weight_cache_min_deliveries": "sglang_service_weight_cache_min_deliveries",
 }
 # The server's nodes come from the inventory group named by sglang_service_nodes_group.
 FROM_THE_INVENTORY = {"server"}

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import weight_cache
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host import weight_cache_budget
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records import start_metrics
 from ansible_collections.sglang_ops.serving.plugins.plugin_utils.restart import weight_cache_step
 
@@ -92,12 +93,12 @@ def test_the_cmdlines_command_reads_proc_as_it_is():
     argv = [sys.executable, "-c", "import time; time.sleep(30)", "a b", "c'd"]
     proc = subprocess.Popen(argv)    # pylint: disable=consider-using-with
     try:
-        out = subprocess.run(["sh", "-c", weight_cache_step.cmdlines_cmd([proc.pid, 999999999])],
+        out = subprocess.run(["sh", "-c", weight_cache_budget.cmdlines_cmd([proc.pid, 999999999])],
                              capture_output=True, text=True, check=True).stdout
     finally:
         proc.kill()
         proc.wait()
-    assert weight_cache_step.parse_cmdlines(out) == {proc.pid: argv}
+    assert weight_cache_budget.parse_cmdlines(out) == {proc.pid: argv}
 
 
 # ---- the reasons --------------------------------------------------------------------------------
@@ -282,7 +283,7 @@ def test_the_status_command_runs_each_gpus_query_in_the_launchers_environment(tm
     launcher = subprocess.Popen(["sleep", "30"], env=env)    # pylint: disable=consider-using-with
     try:
         argv = [str(fake_python), "-m", "sglang.srt.weight_cache.daemon", "--model-path", "/m o", "--tp-size", "4"]
-        got = subprocess.run(["sh", "-c", weight_cache_step.status_cmd(launcher.pid, weight_cache.status_commands(argv))],
+        got = subprocess.run(["sh", "-c", weight_cache_budget.status_cmd(launcher.pid, weight_cache.status_commands(argv))],
                              capture_output=True, text=True, check=False, timeout=60)
     finally:
         launcher.kill()

@@ -7,7 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -176,15 +175,6 @@ def daemon_flags(unit_text):
     at = argv.index("sglang.srt.weight_cache.daemon")
     assert argv[at - 1] == "-m"
     return argv[at + 1:]
-
-
-@pytest.fixture(scope="session")
-def real_sglang_python():
-    """Python of the cached venv with the real pinned SGLang (tests/sglang_real/setup)."""
-    run = subprocess.run([str(ROOT / "tests" / "sglang_real" / "setup")], capture_output=True, text=True,
-                         check=False)
-    assert run.returncode == 0, "tests/sglang_real/setup failed:\n" + run.stderr[-3000:]
-    return run.stdout.strip().splitlines()[-1]
 
 
 def parse_with_real_sglang(python, flags, daemon=False):

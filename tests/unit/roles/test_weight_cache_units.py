@@ -122,8 +122,10 @@ def test_supervisor_settings_say_what_each_unit_serves_and_where_the_ready_files
     assert daemon["starts_dir"] == "/var/lib/sglang-ops/starts-weights" != engine["starts_dir"]
     # the daemon serves no API: it never reads the key
     assert engine["api_key_file"] and daemon["api_key_file"] is None
-    assert {k: v for k, v in daemon.items() if k not in ("unit", "serves", "starts_dir", "api_key_file")} == \
-        {k: v for k, v in engine.items() if k not in ("unit", "serves", "starts_dir", "api_key_file")}
+    # the engine decides warm or cold with the playbook's minimum of the daemon's delivery budget
+    assert engine["weight_cache_min_deliveries"] == 8 and "weight_cache_min_deliveries" not in daemon
+    own = ("unit", "serves", "starts_dir", "api_key_file", "weight_cache_min_deliveries")
+    assert {k: v for k, v in daemon.items() if k not in own} == {k: v for k, v in engine.items() if k not in own}
 
 
 def test_without_the_weight_cache_nothing_of_it_is_left(rendered):
@@ -133,7 +135,8 @@ def test_without_the_weight_cache_nothing_of_it_is_left(rendered):
         assert not [flag for flag in server_flags(engine) if flag.startswith("--weight-cache")]
         assert "weights" not in " ".join(setting(engine, "Unit", "Wants") + setting(engine, "Unit", "After"))
         assert not [name for name in environment(engine) if name.startswith("SGLANG_WEIGHT_CACHE")]
-        assert not {"serves", "weight_cache_ready_template"} & set(json.loads(rendered[host][".supervisor.json"]))
+        assert not {"serves", "weight_cache_ready_template", "weight_cache_min_deliveries"} & \
+            set(json.loads(rendered[host][".supervisor.json"]))
 
 
 def test_daemon_builds_the_engines_weights_with_its_extra_flags_and_its_own_after(rendered):

@@ -22,9 +22,6 @@ import pytest
 from .conftest import (PY, ROOT, StandIn, alive, cmdline, free_port, query_apps, query_gpus, read_bytes, reap,
                        wait_until)
 
-REAL_VENV = os.path.join(ROOT, ".cache", "sglang-real", "venv")
-REAL_DAEMON = os.path.join(REAL_VENV, "lib", "python3.11", "site-packages", "sglang", "srt", "weight_cache",
-                           "daemon.py")
 REAL_PARSE_ARGS = os.path.join(ROOT, "tests", "sglang_real", "parse_args.py")
 ALL_READY = r"\] All 2 weight cache daemons on node 0 are ready \(pp_ranks=0\.\.0, tp_ranks=0\.\.1, " \
             r"dist_init_method=tcp://127\.0\.0\.1:\d+\)"
@@ -121,13 +118,15 @@ def _wait_gone(pids):
     reap()
 
 
-def _real_worker_parser():
+def _real_worker_parser(real_python):
     """WeightCacheDaemonArgs.add_cli_args from the real 0.5.23 source, run on its own."""
-    with open(REAL_DAEMON, encoding="utf-8") as f:
+    daemon = os.path.join(os.path.dirname(os.path.dirname(real_python)), "lib", "python3.11", "site-packages",
+                          "sglang", "srt", "weight_cache", "daemon.py")
+    with open(daemon, encoding="utf-8") as f:
         tree = ast.parse(f.read())
     cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "WeightCacheDaemonArgs")
     namespace = {"argparse": argparse, "dataclasses": dataclasses, "Optional": typing.Optional}
-    exec(compile(ast.Module(body=[cls], type_ignores=[]), REAL_DAEMON, "exec"), namespace)
+    exec(compile(ast.Module(body=[cls], type_ignores=[]), daemon, "exec"), namespace)
     parser = argparse.ArgumentParser(add_help=False)
     namespace["WeightCacheDaemonArgs"].add_cli_args(parser)
     return parser
@@ -138,20 +137,18 @@ def _shape(parser):
                    type(a).__name__) for a in parser._actions)
 
 
-@pytest.mark.skipif(not os.path.exists(REAL_DAEMON), reason="the real SGLang venv (tests/sglang_real/setup) is absent")
-def test_daemon_flags_are_the_real_daemons_flags():
+def test_daemon_flags_are_the_real_daemons_flags(real_sglang_python):
     from sglang.standin.wc_daemon import WeightCacheDaemonArgs
     ours = argparse.ArgumentParser(add_help=False)
     WeightCacheDaemonArgs.add_cli_args(ours)
-    assert _shape(ours) == _shape(_real_worker_parser())
+    assert _shape(ours) == _shape(_real_worker_parser(real_sglang_python))
 
 
-@pytest.mark.skipif(not os.path.exists(REAL_DAEMON), reason="the real SGLang venv (tests/sglang_real/setup) is absent")
-def test_weight_cache_server_flags_parse_as_the_real_parser_parses_them():
+def test_weight_cache_server_flags_parse_as_the_real_parser_parses_them(real_sglang_python):
     from sglang.srt.server_args import parse_args
     argv = ["--model-path", "/m", "--tp-size", "2", "--weight-cache-mode", "client",
             "--weight-cache-socket", "/run/x.sock", "--weight-cache-timeout", "60"]
-    real = subprocess.run([os.path.join(REAL_VENV, "bin", "python"), REAL_PARSE_ARGS, *argv],
+    real = subprocess.run([real_sglang_python, REAL_PARSE_ARGS, *argv],
                           capture_output=True, text=True, timeout=120)
     assert real.returncode == 0, real.stderr[-2000:]
     real_args = json.loads(real.stdout)["args"]

@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import warm_cold
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host.weight_cache_state import DaemonHealth
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records import start_records
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services import weight_cache_watch
@@ -155,9 +156,13 @@ def _write_ready(ready_t, pid, mtime=None):
 
 
 # The daemon's processes are those of its unit (cgroup) in production; here the test's own
-# fake daemon counts as one, so that the supervisor's SIGTERM reaches a real process.
+# fake daemon counts as one, so that the supervisor's SIGTERM reaches a real process. The
+# unit's process list (where the budget's reader looks for the daemon's launcher) holds
+# DAEMON_UNIT_PIDS: none unless a test names them.
 IN_UNIT = ("from ansible_collections.sglang_ops.serving.plugins.module_utils.host import cgroup\n"
-           "cgroup.in_unit = lambda pid, service: service == 'sglang-test-weights.service'\n")
+           "cgroup.in_unit = lambda pid, service: service == 'sglang-test-weights.service'\n"
+           "cgroup.unit_processes = lambda service: [{'pid': p} for p in DAEMON_UNIT_PIDS]\n"
+           "DAEMON_UNIT_PIDS = []\n")
 
 
 def test_after_a_failed_warm_start_the_engine_stops_an_older_daemon_and_starts_cold(supervise, tmp_path):
@@ -235,16 +240,17 @@ def test_after_a_ready_or_cold_start_the_engine_starts_warm(supervise, tmp_path)
         daemon.wait()
 
 
-def test_cold_decision_follows_the_playbooks_rule():
-    assert weight_cache_watch.cold_decision(None) is None
-    assert weight_cache_watch.cold_decision({"verdict": "failed", "reason_code": "fatal_error",
-                                             "restart_kind": "warm"}) == "warm_start_failed"
-    assert weight_cache_watch.cold_decision({"verdict": "failed", "reason_code": "fatal_packing",
-                                             "restart_kind": "cold"}) == "implicates_weights: fatal_packing"
-    assert weight_cache_watch.cold_decision({"verdict": "ready", "restart_kind": "cold_fallback"}) == "fallback_to_disk"
-    assert weight_cache_watch.cold_decision({"verdict": "stopped", "restart_kind": "warm"}) is None
-    assert weight_cache_watch.cold_decision({"verdict": "stalled", "reason_code": "stall_idle",
-                                             "restart_kind": "cold"}) is None
+def test_the_supervisors_rule_is_the_playbooks_decision():
+    def reason(previous):
+        planned = warm_cold.decide(previous, True)
+        return planned.reason if planned.cold else None
+    assert reason(None) is None
+    assert reason({"verdict": "failed", "reason_code": "fatal_error", "restart_kind": "warm"}) == "warm_start_failed"
+    assert reason({"verdict": "failed", "reason_code": "fatal_packing",
+                   "restart_kind": "cold"}) == "implicates_weights: fatal_packing"
+    assert reason({"verdict": "ready", "restart_kind": "cold_fallback"}) == "fallback_to_disk"
+    assert reason({"verdict": "stopped", "restart_kind": "warm"}) is None
+    assert reason({"verdict": "stalled", "reason_code": "stall_idle", "restart_kind": "cold"}) is None
 
 
 def test_only_the_daemon_units_own_processes_are_stopped():
