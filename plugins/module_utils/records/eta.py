@@ -46,11 +46,11 @@ from dataclasses import dataclass
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.durations import fmt_duration
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.phases import PHASES
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.weight_cache import RESTART_KINDS
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records import eta_live
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.eta_live import MIN_RATE_S, MIN_READ_BPS
 
 SLOWER_THAN_USUAL = 1.5          # a phase that took this many times its usual duration
-MIN_RATE_S = 20.0                # a rate measured over less time than this is noise
 MIN_PHASE_BYTES = 256 * 2**20    # reading less than this in a phase: it is not bound by storage
-MIN_READ_BPS = 1e5               # reading slower than this is no rate to divide by
 PAGE_CACHE_LOAD_BPS = 10e9       # weights from memory to the GPUs (548 GB in ~40-55 s on 8 H200s)
 # An engine attached to the weight cache daemon maps the weights already on its GPUs (CUDA
 # IPC handles): seconds, whatever the model's size (IpcModelLoader's "Loaded model via IPC").
@@ -63,6 +63,11 @@ OVERDUE_FLOOR = 0.5              # an overdue phase has at least this share of i
 LONGEST_FACTOR = 2.0             # no estimate ends later than this many times the longest recorded start
 MAX_ESTIMATE_S = 7200.0          # without history: the watch's start timeout (start_watch.START_TIMEOUT_S)
 WEIGHT_LOAD = "weight_load"
+# Bases of a phase's remaining time measured on this start (the rest come from history);
+# of those, the ones that count the load done rather than divide by a read rate are not
+# held to the history's longest start (LONGEST_FACTOR): this start shows its own pace.
+LIVE_BASES = ("shards", "gpu_memory", "bytes", "bytes+usual")
+PACED_BASES = ("shards", "gpu_memory")
 _ORDER = {p: i for i, p in enumerate(PHASES)}
 
 
@@ -183,6 +188,9 @@ class Estimate:
             return "ETA %s-%s (%s overdue by %s, usual %s; start usual %s)" % (
                 fmt_duration(self.remaining_low_s), fmt_duration(self.remaining_high_s), self.phase,
                 fmt_duration(self.overdue_s), fmt_duration(self.usual_phase_s), usual)
+        if self.range_reason == "spread":
+            return "ETA %s (%s-%s, usual %s)" % (fmt_duration(self.remaining_s), fmt_duration(self.remaining_low_s),
+                                                fmt_duration(self.remaining_high_s), usual)
         if self.range_reason == "history_disagrees":
             return "ETA %s-%s (%s took %s-%s in earlier starts; usual %s)" % (
                 fmt_duration(self.remaining_low_s), fmt_duration(self.remaining_high_s), self.phase,
@@ -227,6 +235,16 @@ def disagreeing_range(durations):
     if high - low < DISAGREE_MIN_S or high <= DISAGREE_FACTOR * low:
         return None
     return low, high
+
+
+def loaded_mib(record):
+    """GPU memory (MiB, all GPUs) the record's weight load filled, or None."""
+    phases = record.get("phases") or ()
+    for i, p in enumerate(phases):
+        if p["phase"] == WEIGHT_LOAD and p.get("gpu_mem_mib") is not None:
+            before = phases[i - 1].get("gpu_mem_mib") if i else 0
+            return p["gpu_mem_mib"] - before if before is not None else None
+    return None
 
 
 def usual_phase_bytes(history):
@@ -306,7 +324,7 @@ class EtaEstimator:
         self.use_history(history)
         self._phase = None
         self._since_t = 0.0
-        self._read_at_entry = None
+        self._read_at_entry = self._mem_at_entry = None
         self._shards_at_entry = self._shards_seen = None
         self._shard_step_t = 0.0
 
@@ -318,6 +336,7 @@ class EtaEstimator:
         self.usual_total_s = _median([r.get("ready_after_s") for r in self.history])
         self.longest_s = max([r["ready_after_s"] for r in self.history if r.get("ready_after_s")] or [0.0]) or None
         self.load = WeightLoadModel(self.history, self.conditions)
+        self.loaded_mib = _median([loaded_mib(rec) for rec in self.history])
 
     def use_conditions(self, conditions):
         """What this start reads and from where (LoadConditions), once known."""
@@ -346,39 +365,17 @@ class EtaEstimator:
         a = assessment if isinstance(assessment, dict) else assessment.to_dict()
         t, phase = float(a.get("t") or 0.0), a.get("phase") or "starting"
         progress = a.get("progress") or {}
-        read = progress.get("read_bytes")
-        if phase != self._phase:
-            self._phase, self._since_t = phase, (0.0 if self._phase is None else t)
-            self._read_at_entry = read
-            self._shards_at_entry = self._shards_seen = progress.get("shards_done")
-            self._shard_step_t = t
-        if progress.get("shards_done") is not None and progress["shards_done"] != self._shards_seen:
-            self._shards_seen, self._shard_step_t = progress["shards_done"], t
+        self._follow(t, phase, progress)
         est = Estimate(t, phase, usual_total_s=self.usual_total_s, history_starts=len(self.history),
                        longest_s=self.longest_s)
         if phase == "ready" or a.get("verdict") == "ready":
             est.remaining_s = est.phase_remaining_s = 0.0
             return est
         in_phase_s = t - self._since_t
-        rate_s, rate_basis = self._phase_by_rate(phase, in_phase_s, progress, read)
-        if rate_s is None or phase != WEIGHT_LOAD:
-            predicted, basis = self.predicted_phase_s(phase)
-            est.usual_phase_s = predicted
-            if predicted is not None:
-                est.phase_basis = basis
-                est.phase_remaining_s = max(0.0, predicted - in_phase_s)
-                if in_phase_s > predicted:
-                    est.overdue_s = in_phase_s - predicted
-                    est.phase_basis = "overdue"
-                    est.phase_remaining_s = max(est.overdue_s, OVERDUE_FLOOR * predicted)
-        if rate_s is not None and est.overdue_s is None:
-            if est.phase_remaining_s is not None:
-                # a phase's reads outside the weight load come in bursts: half its own progress,
-                # half its usual duration (once overdue, the overdue range alone)
-                est.phase_remaining_s = (est.phase_remaining_s + rate_s) / 2.0
-                est.phase_basis = "bytes+" + est.phase_basis
-            else:
-                est.phase_remaining_s, est.phase_basis = rate_s, rate_basis
+        rate_s, rate_basis = self._phase_by_rate(phase, in_phase_s, progress, progress.get("read_bytes"))
+        self._by_history(est, phase, in_phase_s)
+        if rate_s is not None and (phase == WEIGHT_LOAD or est.overdue_s is None):
+            self._with_rate(est, phase, in_phase_s, rate_s, rate_basis)
         if not self.history:
             if est.phase_remaining_s is not None and est.phase_remaining_s > MAX_ESTIMATE_S:
                 est.phase_remaining_s, est.phase_basis = None, None
@@ -387,10 +384,58 @@ class EtaEstimator:
             return est
         ahead = self.ahead_s(phase) or 0.0
         est.remaining_s = est.phase_remaining_s + ahead
+        self._range(est, phase, in_phase_s, ahead)
+        self._cap(est)
+        return est
+
+    def _follow(self, t, phase, progress):
+        """Where this start is: the phase, when it began, its counters then, the last shard step."""
+        if phase != self._phase:
+            self._phase, self._since_t = phase, (0.0 if self._phase is None else t)
+            self._read_at_entry = progress.get("read_bytes")
+            self._mem_at_entry = progress.get("gpu_mem_used_mib")
+            self._shards_at_entry = self._shards_seen = progress.get("shards_done")
+            self._shard_step_t = t
+        if progress.get("shards_done") is not None and progress["shards_done"] != self._shards_seen:
+            self._shards_seen, self._shard_step_t = progress["shards_done"], t
+
+    def _by_history(self, est, phase, in_phase_s):
+        """The phase's remaining time from its predicted duration; overdue past it."""
+        predicted, basis = self.predicted_phase_s(phase)
+        est.usual_phase_s = predicted
+        if predicted is None:
+            return
+        est.phase_basis = basis
+        est.phase_remaining_s = max(0.0, predicted - in_phase_s)
+        if in_phase_s > predicted:
+            est.overdue_s = in_phase_s - predicted
+            est.phase_basis = "overdue"
+            est.phase_remaining_s = max(est.overdue_s, OVERDUE_FLOOR * predicted)
+
+    def _with_rate(self, est, phase, in_phase_s, rate_s, rate_basis):
+        """The phase's own progress blended in: the weight load's from the history's prediction
+        towards its measure as the measure ages (eta_live.live_weight); another phase's reads
+        come in bursts, so half its own progress, half its usual duration."""
+        if phase == WEIGHT_LOAD:
+            # a load past its prediction is no evidence against its own measure: not overdue
+            predicted = est.phase_remaining_s if est.overdue_s is None else None
+            est.phase_remaining_s = eta_live.blend(predicted, rate_s, eta_live.live_weight(in_phase_s))
+            est.phase_basis, est.overdue_s = rate_basis, None
+        elif est.phase_remaining_s is not None:
+            est.phase_remaining_s = (est.phase_remaining_s + rate_s) / 2.0
+            est.phase_basis = "bytes+" + est.phase_basis
+        else:
+            est.phase_remaining_s, est.phase_basis = rate_s, rate_basis
+
+    def _range(self, est, phase, in_phase_s, ahead):
+        """How sure the estimate is: overdue (the phase may end now, or run as long again),
+        history that disagrees on a silent phase, else the measured part and the part from
+        history each within its spread (eta_live.spread)."""
         if est.overdue_s is not None:
             est.remaining_low_s, est.remaining_high_s = ahead, ahead + 2 * est.phase_remaining_s
             est.range_reason = "overdue"
-        elif est.phase_basis == "usual":
+            return
+        if est.phase_basis == "usual":
             # no progress measure: when earlier starts disagree on this phase, what is left of it
             # runs from the shortest of them to the longest (the point stays the median's)
             spread = disagreeing_range(phase_times(self.history, phase))
@@ -398,13 +443,15 @@ class EtaEstimator:
                 est.phase_range_s, est.range_reason = spread, "history_disagrees"
                 est.remaining_low_s = ahead + max(0.0, spread[0] - in_phase_s)
                 est.remaining_high_s = ahead + max(0.0, spread[1] - in_phase_s)
-        self._cap(est)
-        return est
+                return
+        measured = est.phase_remaining_s if est.phase_basis in LIVE_BASES else 0.0
+        est.remaining_low_s, est.remaining_high_s = eta_live.spread(measured, est.remaining_s - measured)
+        est.range_reason = "spread"
 
     def _cap(self, est):
         """No estimate ends past LONGEST_FACTOR x the longest recorded start: one that
         would is no number but a lower bound ("over"), and past the bound, overdue."""
-        if not self.longest_s:
+        if not self.longest_s or est.phase_basis in PACED_BASES:
             return
         est.bound_s = LONGEST_FACTOR * self.longest_s
         if est.t + est.remaining_s <= est.bound_s:
@@ -431,7 +478,9 @@ class EtaEstimator:
 
     def _phase_by_rate(self, phase, in_phase_s, progress, read):
         """(seconds, basis) left in a phase by its own progress, or (None, None): the shard
-        counter of the weight load, else the bytes the phase reads from storage at the
+        counter of the weight load, else the bytes it reads from storage when the conditions
+        say how many, else the GPU memory it fills against what an earlier load filled, else
+        the bytes the history read; another phase: the bytes it reads from storage at the
         rate this start reads them."""
         if in_phase_s <= 0:
             return None, None
@@ -439,6 +488,11 @@ class EtaEstimator:
             shards_s = self._by_shards(progress, in_phase_s)
             if shards_s is not None:
                 return shards_s, "shards"
+            if self.conditions.storage_bytes() is None or not self.load.reads_storage():
+                done = eta_live.loaded_fraction(progress.get("gpu_mem_used_mib"), self._mem_at_entry, self.loaded_mib)
+                memory_s = eta_live.fraction_left_s(done, in_phase_s)
+                if memory_s is not None:
+                    return memory_s, "gpu_memory"
             want = self.load.storage_bytes() if self.load.reads_storage() else None
             # with no earlier read rate to go by, a young rate beats none
             young_ok = self.load.storage_bps is None
@@ -449,7 +503,5 @@ class EtaEstimator:
         if want is None or read is None or self._read_at_entry is None or (in_phase_s < MIN_RATE_S and not young_ok):
             return None, None
         got = read - self._read_at_entry
-        rate = got / in_phase_s
-        if rate >= MIN_READ_BPS and want > got:
-            return (want - got) / rate, "bytes"
-        return None, None
+        left_s = eta_live.bytes_left_s(want, got, eta_live.rate_bps(read, self._read_at_entry, in_phase_s))
+        return (left_s, "bytes") if left_s is not None else (None, None)
