@@ -13,8 +13,8 @@ A measure of the start's own progress (the shard bar, the bytes read against the
 weights take, the GPU memory the load fills) knows this start's speed; the history knows
 the phases no measure covers. The range says how sure the point is: a measured part is off
 by LIVE_SPREAD either way at most, a part taken from history alone by GUESS_LOW..GUESS_HIGH
-(a start's silent phases run from half to twice an earlier start's; bench/eta_pairs.py
-measures how often the range holds the true time). Standard library only: this runs on the
+(chosen on the tuning pairs of bench/eta_pairs.py, which measures how often the range holds
+the true time on its held-out pairs too). Standard library only: this runs on the
 host.
 """
 
@@ -22,7 +22,7 @@ MIN_RATE_S = 20.0           # a measure younger than this is blended with the hi
 MIN_READ_BPS = 1e5          # reading slower than this is no rate to divide by
 MIN_FRACTION = 0.03         # a load filled less than this says nothing of its pace yet
 LIVE_SPREAD = 0.3           # a measured remainder is off by this share, either way
-GUESS_LOW, GUESS_HIGH = 0.5, 2.0   # a remainder from history alone: between these multiples
+GUESS_LOW, GUESS_HIGH = 0.4, 2.0   # a remainder from history alone: between these multiples
 
 
 def rate_bps(read_now, read_at_entry, in_phase_s):

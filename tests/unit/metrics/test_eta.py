@@ -6,6 +6,7 @@ import pytest
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.eta import (
     MAX_ESTIMATE_S, PAGE_CACHE_LOAD_BPS, EtaEstimator, LoadConditions, slower_than_usual, usual_phase_s, WEIGHT_CACHE_ATTACH_S)
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.progress_line import progress_line
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.eta_live import GUESS_HIGH, GUESS_LOW
 
 GB = 10**9
 
@@ -182,8 +183,9 @@ def test_the_progress_line_ends_with_the_eta_its_range_and_the_usual_time():
     est = EtaEstimator([record(("weight_load", 300), ("post_load", 340))])
     est.update(a(0, "weight_load"))
     line = progress_line(a(50, "weight_load"), est.update(a(50, "weight_load")))
-    # all of it from history alone: from half to twice the point
-    assert line.endswith(" \u00b7 50s \u00b7 ETA 9m50s (4m55s-19m40s, usual 10m40s)")
+    # all of it from history alone: from GUESS_LOW to GUESS_HIGH times the point
+    assert (GUESS_LOW, GUESS_HIGH) == (0.4, 2.0)
+    assert line.endswith(" \u00b7 50s \u00b7 ETA 9m50s (3m56s-19m40s, usual 10m40s)")
 
 
 def test_a_ready_start_has_nothing_left():
@@ -231,7 +233,7 @@ def test_earlier_starts_that_agree_give_a_point_within_the_spread_of_a_guess():
     e = est.update(a(550, "post_load"))
     assert e.range_reason == "spread" and e.text().startswith("ETA ")
     assert "-" not in e.text().split()[1]                     # the point first, the range beside it
-    assert (e.remaining_low_s, e.remaining_high_s) == pytest.approx((0.5 * e.remaining_s, 2 * e.remaining_s))
+    assert (e.remaining_low_s, e.remaining_high_s) == pytest.approx((GUESS_LOW * e.remaining_s, GUESS_HIGH * e.remaining_s))
 
 
 def test_a_phase_with_its_own_progress_measure_is_no_disagreement_range_but_a_measured_one():
@@ -240,9 +242,9 @@ def test_a_phase_with_its_own_progress_measure_is_no_disagreement_range_but_a_me
     est.update(a(20, "weight_load", shards_done=0, shards_total=64, read_bytes=0))
     e = est.update(a(120, "weight_load", shards_done=16, shards_total=64, read_bytes=110 * GB))
     assert e.phase_basis == "shards" and e.range_reason == "spread"
-    ahead = e.remaining_s - e.phase_remaining_s               # the measured part +-30 %, the rest 0.5-2x
-    assert e.remaining_low_s == pytest.approx(0.7 * e.phase_remaining_s + 0.5 * ahead)
-    assert e.remaining_high_s == pytest.approx(1.3 * e.phase_remaining_s + 2 * ahead)
+    ahead = e.remaining_s - e.phase_remaining_s               # the measured part +-30 %, the rest a guess
+    assert e.remaining_low_s == pytest.approx(0.7 * e.phase_remaining_s + GUESS_LOW * ahead)
+    assert e.remaining_high_s == pytest.approx(1.3 * e.phase_remaining_s + GUESS_HIGH * ahead)
 
 
 def test_an_overdue_phase_says_overdue_not_disagreement():
