@@ -402,6 +402,10 @@ class EtaEstimator:
     def _by_history(self, est, phase, in_phase_s):
         """The phase's remaining time from its predicted duration; overdue past it."""
         predicted, basis = self.predicted_phase_s(phase)
+        if predicted is None and self.usual_total_s is not None and phase != WEIGHT_LOAD:
+            # a phase no earlier start went through (SGLang named its work otherwise then): the
+            # time the history took from here, less the phases it still has ahead
+            predicted, basis = max(0.0, self.usual_total_s - self._since_t - (self.ahead_s(phase) or 0.0)), "usual_total"
         est.usual_phase_s = predicted
         if predicted is None:
             return

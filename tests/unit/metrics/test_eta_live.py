@@ -72,3 +72,18 @@ def test_a_start_record_keeps_the_gpu_memory_each_phase_ended_with():
     record = record_from_trace(header, observations)
     load = [p for p in record["phases"] if p["phase"] == "weight_load"][0]
     assert load["gpu_mem_mib"] > 500000 and loaded_mib(record) > 400000
+
+
+def test_a_phase_no_earlier_start_went_through_counts_down_from_the_history_s_time_from_there():
+    history = {"outcome": "ready", "ready_after_s": 185.0, "phases": [
+        {"phase": "starting", "started_s": 0.0, "duration_s": 10.0, "read_bytes": 0},
+        {"phase": "weight_load", "started_s": 10.0, "duration_s": 5.0, "read_bytes": 0},
+        {"phase": "kv_cache", "started_s": 15.0, "duration_s": 165.0, "read_bytes": 0},
+        {"phase": "http_server", "started_s": 180.0, "duration_s": 5.0, "read_bytes": 0}]}
+    est = EtaEstimator([history])
+    est.update(a(5, "starting"))
+    est.update(a(20, "cuda_graph"))                       # SGLang named this start's long phase otherwise
+    e = est.update(a(60, "cuda_graph"))
+    # 185 s usual, 20 s before this phase, 5 s of http_server ahead: 160 s for it, 40 s spent
+    assert e.phase_basis == "usual_total" and e.phase_remaining_s == pytest.approx(120)
+    assert e.remaining_s == pytest.approx(125) and e.text().startswith("ETA 2m05s (")
