@@ -156,6 +156,19 @@ def summarise(split, rows, verbose):
     return missed
 
 
+def by_kind(rows):
+    """The barred pairs by how they were formed (both splits): which change the estimate follows."""
+    kinds = {}
+    for source, kind, errors, covered in rows:
+        kinds.setdefault("neighbours" if kind.startswith("after ") else kind, []).append((errors, covered))
+    for kind, members in kinds.items():
+        errors = [e for errs, _ in members for e in errs.values()]
+        covered = [c for _, cov in members for c in cov]
+        print("  %-17s %3d pairs: median error %5.1f%%, max at 50 %% %6.1f%%, coverage %5.1f%%" % (
+            kind, len(members), 100 * statistics.median(errors), 100 * max(errs[0.5] for errs, _ in members),
+            100.0 * sum(covered) / len(covered)))
+
+
 def main(argv):
     verbose = "-v" in argv
     rows = {"tuning": [], "held-out": [], "other setup": []}
@@ -171,6 +184,7 @@ def main(argv):
     missed = summarise("tuning", rows["tuning"], verbose) + summarise("held-out", rows["held-out"], verbose)
     if rows["other setup"]:
         summarise("other setup", rows["other setup"], verbose)   # printed, held to no bar
+    by_kind(rows["tuning"] + rows["held-out"])
     for line in missed:
         print("  missed: " + line)
     return 1 if missed else 0

@@ -247,6 +247,14 @@ def loaded_mib(record):
     return None
 
 
+def after_load_s(record):
+    """Seconds from the end of the record's weight load to ready, or None."""
+    ends = [p["started_s"] + p["duration_s"] for p in record.get("phases") or () if p["phase"] == WEIGHT_LOAD]
+    if not ends or record.get("ready_after_s") is None:
+        return None
+    return max(0.0, record["ready_after_s"] - ends[-1])
+
+
 def usual_phase_bytes(history):
     by_phase = {}
     for rec in history:
@@ -324,7 +332,7 @@ class EtaEstimator:
         self.use_history(history)
         self._phase = None
         self._since_t = 0.0
-        self._read_at_entry = self._mem_at_entry = None
+        self._read_at_entry = self._mem_at_entry = self._load_end_t = None
         self._shards_at_entry = self._shards_seen = None
         self._shard_step_t = 0.0
 
@@ -337,6 +345,7 @@ class EtaEstimator:
         self.longest_s = max([r["ready_after_s"] for r in self.history if r.get("ready_after_s")] or [0.0]) or None
         self.load = WeightLoadModel(self.history, self.conditions)
         self.loaded_mib = _median([loaded_mib(rec) for rec in self.history])
+        self.after_load_s = _median([after_load_s(rec) for rec in self.history])
 
     def use_conditions(self, conditions):
         """What this start reads and from where (LoadConditions), once known."""
@@ -385,12 +394,15 @@ class EtaEstimator:
         ahead = self.ahead_s(phase) or 0.0
         est.remaining_s = est.phase_remaining_s + ahead
         self._range(est, phase, in_phase_s, ahead)
+        self._after_load(est, t)
         self._cap(est)
         return est
 
     def _follow(self, t, phase, progress):
         """Where this start is: the phase, when it began, its counters then, the last shard step."""
         if phase != self._phase:
+            if self._phase == WEIGHT_LOAD:
+                self._load_end_t = t
             self._phase, self._since_t = phase, (0.0 if self._phase is None else t)
             self._read_at_entry = progress.get("read_bytes")
             self._mem_at_entry = progress.get("gpu_mem_used_mib")
@@ -451,6 +463,23 @@ class EtaEstimator:
         measured = est.phase_remaining_s if est.phase_basis in LIVE_BASES else 0.0
         est.remaining_low_s, est.remaining_high_s = eta_live.spread(measured, est.remaining_s - measured)
         est.range_reason = "spread"
+
+    def _after_load(self, est, t):
+        """Past the weight load, the history's time from there to ready less this start's
+        time since is a second guess: SGLang moves work between its phases from one start
+        to the next (a tuning pass in the KV cache setup once, in the graph capture the next
+        time), which the phase-by-phase sum misses. The point is the mean of the two; the
+        range reaches both."""
+        if self._load_end_t is None or self.after_load_s is None or est.phase_basis in LIVE_BASES:
+            return
+        left = self.after_load_s - (t - self._load_end_t)
+        if left <= 0:      # this start is already past the history's whole time after its load
+            return
+        est.remaining_low_s = min(est.remaining_low_s, left)
+        est.remaining_high_s = max(est.remaining_high_s, left)
+        # an overdue phase may be the work that moved here, or more of it than last time: the
+        # longer of the two guesses (the mean would undo the overdue rule's "as long again")
+        est.remaining_s = max(est.remaining_s, left) if est.overdue_s is not None else (est.remaining_s + left) / 2.0
 
     def _cap(self, est):
         """No estimate ends past LONGEST_FACTOR x the longest recorded start: one that

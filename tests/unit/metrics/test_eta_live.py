@@ -87,3 +87,22 @@ def test_a_phase_no_earlier_start_went_through_counts_down_from_the_history_s_ti
     # 185 s usual, 20 s before this phase, 5 s of http_server ahead: 160 s for it, 40 s spent
     assert e.phase_basis == "usual_total" and e.phase_remaining_s == pytest.approx(120)
     assert e.remaining_s == pytest.approx(125) and e.text().startswith("ETA 2m05s (")
+
+
+def test_past_the_load_the_history_s_time_after_its_load_is_a_second_guess_when_work_moves_between_phases():
+    # the history spent its long stretch in the KV cache setup; this start's KV cache setup is
+    # short, so its long stretch comes in another phase: the phases ahead alone would say 90 s
+    history = {"outcome": "ready", "ready_after_s": 1460.0, "phases": [
+        {"phase": "weight_load", "started_s": 0.0, "duration_s": 60.0, "read_bytes": 0},
+        {"phase": "kv_cache", "started_s": 60.0, "duration_s": 1300.0, "read_bytes": 0},
+        {"phase": "cuda_graph", "started_s": 1360.0, "duration_s": 90.0, "read_bytes": 0},
+        {"phase": "http_server", "started_s": 1450.0, "duration_s": 10.0, "read_bytes": 0}]}
+    est = EtaEstimator([history])
+    est.update(a(0, "weight_load"))
+    est.update(a(60, "kv_cache"))
+    est.update(a(80, "cuda_graph"))
+    e = est.update(a(100, "cuda_graph"))
+    by_phases = 70 + 10                                    # 90 s usual less 20 s, then http_server
+    left = 1400 - 40                                       # 1400 s after the load, 40 s of it spent
+    assert e.remaining_s == pytest.approx((by_phases + left) / 2)
+    assert e.remaining_low_s <= by_phases and e.remaining_high_s >= left
