@@ -3,7 +3,7 @@ from what this start will read and from where, the current phase from its own pr
 
     est = EtaEstimator(history, LoadConditions(model_bytes, resident_bytes))
     e = est.update(assessment)                 # once per poll; returns an Estimate
-    e.remaining_s, e.usual_total_s, e.text()   # "ETA 4m10s (usual 10m40s)"
+    e.remaining_s, e.usual_total_s, e.text()   # "ETA 4m10s (3m20s-5m30s, usual 10m40s)"
 
 The conditions a start was estimated with are what its trace header records
 (`load_conditions`, LoadConditions.to_dict()), with a line's own `load_conditions` where
@@ -16,14 +16,19 @@ the phases still ahead (the median, over the history, of what followed this phas
 the weight load predicted for this start's conditions). The rules, in order:
 
 - weight_load: the shard counter when it moves (shards left at the measured shards per
-  second); else, when the start has bytes to read from storage (LoadConditions: the model
-  less what the page cache holds; nothing with a weight cache attached; unknown: what
-  earlier starts read in this phase), those bytes at the measured read rate, or at the
-  history's read rate until this start has read for MIN_RATE_S; with nothing to read,
-  the load from memory: as long as an earlier start that read nothing, else the model at
-  PAGE_CACHE_LOAD_BPS.
+  second); else, when the conditions say it reads from storage (LoadConditions: the model
+  less what the page cache holds; nothing with a weight cache attached), those bytes at
+  the measured read rate, or at the history's read rate until this start has read for
+  MIN_RATE_S; else the GPU memory it has filled against what an earlier load filled
+  (loaded_mib), the rest at the pace of the share done, whatever the page cache holds;
+  else the bytes earlier starts read in this phase at the measured rate; with nothing to
+  read, the load from memory: as long as an earlier start that read nothing, else the
+  model at PAGE_CACHE_LOAD_BPS. A measure of this start's own is blended in from the
+  history's prediction as it ages (eta_live.live_weight), and a load it measures is never
+  overdue.
 - every other phase: its usual duration (the median over the history) less the time
-  already spent in it; a phase that read from storage in earlier starts (MIN_PHASE_BYTES)
+  already spent in it (a phase no earlier start went through: the history's time from
+  where it began, less the phases the history has after it); a phase that read from storage in earlier starts (MIN_PHASE_BYTES)
   takes the mean of that and its bytes left at its measured read rate until it is
   overdue (such reads come in bursts, so neither alone is trusted).
 - a phase past its predicted duration is overdue: the estimate becomes a range, from the
@@ -33,7 +38,13 @@ the weight load predicted for this start's conditions). The rules, in order:
   (the longest more than DISAGREE_FACTOR times the shortest, and DISAGREE_MIN_S apart) is a
   range: what is left of it from the shortest earlier duration to the longest, plus the
   phases ahead; the point (remaining_s) stays the median's.
-- never past twice the host's longest recorded start (LONGEST_FACTOR): an estimate that
+- past the weight load, the history's time after its load less this start's time since is
+  a second guess (work moves between phases from one start to the next): the point is the
+  mean of the two, the longer while the phase is overdue, the range reaches both.
+- every other estimate is a range too (range_reason "spread"): the measured part within
+  eta_live.LIVE_SPREAD, the part from history alone within GUESS_LOW..GUESS_HIGH of it.
+- never past twice the host's longest recorded start (LONGEST_FACTOR, except a phase that
+  counts its own share done, PACED_BASES): an estimate that
   would end later ends there; a start already past it has no estimate, only how far it
   is over. Without history no estimate exceeds MAX_ESTIMATE_S (the watch's start
   timeout), so a division by a crawling rate never prints hours.
