@@ -520,6 +520,14 @@ class EtaEstimator:
         since_step_s = in_phase_s - stepped_s
         return max((total - done) * stepped_s / moved - since_step_s, 0.0)
 
+    def _load_mib(self):
+        """GPU memory (MiB, all GPUs) this weight load will fill: what an earlier load filled,
+        else the weights' size on disk (a start without history: the weights take on the
+        GPUs about what their files take)."""
+        if self.loaded_mib:
+            return self.loaded_mib
+        return self.conditions.model_bytes / float(2**20) if self.conditions.model_bytes else None
+
     def _phase_by_rate(self, phase, in_phase_s, progress, read):
         """(seconds, basis) left in a phase by its own progress, or (None, None): the shard
         counter of the weight load, else the bytes it reads from storage when the conditions
@@ -533,7 +541,7 @@ class EtaEstimator:
             if shards_s is not None:
                 return shards_s, "shards"
             if self.conditions.storage_bytes() is None or not self.load.reads_storage():
-                done = eta_live.loaded_fraction(progress.get("gpu_mem_used_mib"), self._mem_at_entry, self.loaded_mib)
+                done = eta_live.loaded_fraction(progress.get("gpu_mem_used_mib"), self._mem_at_entry, self._load_mib())
                 memory_s = eta_live.fraction_left_s(done, in_phase_s)
                 if memory_s is not None:
                     return memory_s, "gpu_memory"

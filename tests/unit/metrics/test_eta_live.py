@@ -106,3 +106,14 @@ def test_past_the_load_the_history_s_time_after_its_load_is_a_second_guess_when_
     left = 1400 - 40                                       # 1400 s after the load, 40 s of it spent
     assert e.remaining_s == pytest.approx((by_phases + left) / 2)
     assert e.remaining_low_s <= by_phases and e.remaining_high_s >= left
+
+
+def test_without_history_or_a_shard_bar_the_load_is_the_model_s_size_filling_the_gpus():
+    from ansible_collections.sglang_ops.serving.plugins.module_utils.records.eta import LoadConditions
+    est = EtaEstimator([], LoadConditions(model_bytes=100 * 2**30, resident_bytes=100 * 2**30))
+    est.update(a(0, "distributed_init", gpu_mem_used_mib=4096, read_bytes=0))
+    est.update(a(10, "weight_load", gpu_mem_used_mib=4096, read_bytes=0))
+    e = est.update(a(50, "weight_load", gpu_mem_used_mib=4096 + 25 * 1024, read_bytes=0))
+    # a quarter of 100 GiB on the GPUs after 40 s: 120 s more; nothing known of the rest
+    assert e.phase_basis == "gpu_memory" and e.phase_remaining_s == pytest.approx(120)
+    assert e.text() == "weight_load ends in ~2m00s (no earlier start for the rest)"
