@@ -260,7 +260,8 @@ def loaded_mib(record):
 
 def after_load_s(record):
     """Seconds from the end of the record's weight load to ready, or None."""
-    ends = [p["started_s"] + p["duration_s"] for p in record.get("phases") or () if p["phase"] == WEIGHT_LOAD]
+    ends = [p["started_s"] + p["duration_s"] for p in record.get("phases") or ()
+            if p["phase"] == WEIGHT_LOAD and p.get("started_s") is not None]
     if not ends or record.get("ready_after_s") is None:
         return None
     return max(0.0, record["ready_after_s"] - ends[-1])

@@ -5,8 +5,6 @@ import pytest
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records import eta_live
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.eta import EtaEstimator, loaded_mib
-from ansible_collections.sglang_ops.serving.plugins.module_utils.records.start_history import record_from_trace
-from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import read_trace
 
 GB = 10**9
 
@@ -65,13 +63,6 @@ def test_a_cold_start_after_a_warm_one_follows_the_gpu_memory_its_load_fills():
     assert e.remaining_s == pytest.approx(550)
     assert e.remaining_low_s == pytest.approx(0.7 * 450 + eta_live.GUESS_LOW * 100)
     assert e.text() == "ETA 9m10s (5m55s-13m05s, usual 2m40s)"
-
-
-def test_a_start_record_keeps_the_gpu_memory_each_phase_ended_with():
-    header, observations = read_trace("tests/traces/corpus/healthy_cold_cache_silent.jsonl")
-    record = record_from_trace(header, observations)
-    load = [p for p in record["phases"] if p["phase"] == "weight_load"][0]
-    assert load["gpu_mem_mib"] > 500000 and loaded_mib(record) > 400000
 
 
 def test_a_phase_no_earlier_start_went_through_counts_down_from_the_history_s_time_from_there():

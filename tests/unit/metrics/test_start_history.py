@@ -100,3 +100,11 @@ def test_a_phase_over_one_and_a_half_times_its_usual_time_is_named_in_the_result
         report = fh.read()
     assert "The last attempt was ready after 1m15s; usual 4m30s (median of 1 earlier ready start of this host)." in report
     assert "- slower than usual: weight_load took 1m15s, usual 40s (1.9\u00d7)" in report
+
+
+def test_a_start_record_keeps_the_gpu_memory_each_phase_ended_with():
+    from ansible_collections.sglang_ops.serving.plugins.module_utils.records.eta import loaded_mib
+    record = read_start(COLD)
+    load = [p for p in record["phases"] if p["phase"] == "weight_load"][0]
+    # 8 GPUs filled with ~548 GB of weights during the load: what the next start's ETA measures against
+    assert load["gpu_mem_mib"] > 500000 and loaded_mib(record) > 400000
