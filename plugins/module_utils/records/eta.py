@@ -58,7 +58,7 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.duration
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.phases import PHASES
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.weight_cache import RESTART_KINDS
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records import eta_live
-from ansible_collections.sglang_ops.serving.plugins.module_utils.records.eta_live import MIN_RATE_S, MIN_READ_BPS
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.eta_live import MIN_RATE_S
 
 SLOWER_THAN_USUAL = 1.5          # a phase that took this many times its usual duration
 MIN_PHASE_BYTES = 256 * 2**20    # reading less than this in a phase: it is not bound by storage
