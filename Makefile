@@ -9,7 +9,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 # "c,d" runs c then d (bin/molecule-scenarios; README, "Testing").
 MOLECULE_SCENARIOS ?= default+fleet+restart,ee+weights
 
-.PHONY: help system-packages venv podman image unit detector alerts lint collection sanity units molecule ee ee-test test demo bench bench-restart bench-supervisor clean
+.PHONY: help system-packages venv podman image unit detector alerts lint collection sanity units molecule ee ee-test test demo bench bench-eta bench-restart bench-supervisor clean
 
 help:
 	@echo "make demo           restart the local demo host with an injected stall (README)"
@@ -17,6 +17,7 @@ help:
 	@echo "make detector       the detector on every labelled trace, as recorded and perturbed (fails on any miss)"
 	@echo "make collection     build the collection tarball and list what is inside"
 	@echo "make bench          detector benchmark on the trace corpus, beside the reference watchers, and perturbed; ETA error and metrics write time"
+	@echo "make bench-eta      ETA error and range coverage on pairs of starts without load conditions (bench/eta_pairs.py)"
 	@echo "make bench-restart  restart downtime: cold, prewarmed and warm (the weight cache daemon kept)"
 	@echo "make bench-supervisor  the unit supervisor's own CPU per poll and memory, on the stand-in with 8 ranks"
 
@@ -122,6 +123,11 @@ demo: system-packages venv image
 bench: venv
 	$(PY) bench/detector.py
 	$(PY) bench/eta.py
+
+# The ETA on pairs of recorded starts (history -> current) with their load conditions removed:
+# error at 25/50/75 % and how often the line's range holds the true time, tuning and held-out.
+bench-eta: venv
+	$(PY) bench/eta_pairs.py
 
 bench-restart: venv image
 	$(PY) bench/restart_downtime.py

@@ -42,10 +42,11 @@ description:
     records C(outcome: interrupted), what the run was doing and the attempt being
     watched; the lock is released and the service is left as it was at that moment
     (a command already sent to the host, such as a stop, completes there)."
-  - "Each progress line ends with an estimate of the time to ready (C(ETA 4m10s (usual
-    10m40s))): the current phase at its measured rate (shards, bytes read) plus the usual
-    duration of the phases ahead, from the earlier ready starts of the host in the artifacts
-    folder (docs/metrics.md). With no earlier start it says so."
+  - "Each progress line ends with an estimate of the time to ready and how sure it is
+    (C(ETA 4m10s (3m20s-5m30s, usual 10m40s))): the current phase at its measured rate
+    (shards, bytes read, GPU memory filled) plus the usual duration of the phases ahead,
+    from the earlier ready starts of the host in the artifacts folder (docs/metrics.md).
+    With no earlier start it says so."
   - Every attempt's observations are written as a replayable trace
     (C(attempt-<n>/trace.jsonl), format C(sglang-trace/1)), and C(run.json) records the
     run (docs/architecture.md).

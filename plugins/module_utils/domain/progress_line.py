@@ -1,6 +1,6 @@
 """The one-line progress an operator reads while a start is watched.
 
-"weight_load 29/64 shards · GPU 41/96 GB · disk 1.1 GB/s · CPU 350% · http refused · 3m12s · ETA 4m10s (usual 10m40s)"
+"weight_load 29/64 shards · GPU 41/96 GB · disk 1.1 GB/s · CPU 350% · http refused · 3m12s · ETA 4m10s (3m20s-5m30s, usual 10m40s)"
 Used by the restart action and `sglang-ops replay --verbose`.
 """
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.durations import fmt_duration

@@ -3,7 +3,7 @@ from what this start will read and from where, the current phase from its own pr
 
     est = EtaEstimator(history, LoadConditions(model_bytes, resident_bytes))
     e = est.update(assessment)                 # once per poll; returns an Estimate
-    e.remaining_s, e.usual_total_s, e.text()   # "ETA 4m10s (usual 10m40s)"
+    e.remaining_s, e.usual_total_s, e.text()   # "ETA 4m10s (3m20s-5m30s, usual 10m40s)"
 
 The conditions a start was estimated with are what its trace header records
 (`load_conditions`, LoadConditions.to_dict()), with a line's own `load_conditions` where
@@ -16,14 +16,19 @@ the phases still ahead (the median, over the history, of what followed this phas
 the weight load predicted for this start's conditions). The rules, in order:
 
 - weight_load: the shard counter when it moves (shards left at the measured shards per
-  second); else, when the start has bytes to read from storage (LoadConditions: the model
-  less what the page cache holds; nothing with a weight cache attached; unknown: what
-  earlier starts read in this phase), those bytes at the measured read rate, or at the
-  history's read rate until this start has read for MIN_RATE_S; with nothing to read,
-  the load from memory: as long as an earlier start that read nothing, else the model at
-  PAGE_CACHE_LOAD_BPS.
+  second); else, when the conditions say it reads from storage (LoadConditions: the model
+  less what the page cache holds; nothing with a weight cache attached), those bytes at
+  the measured read rate, or at the history's read rate until this start has read for
+  MIN_RATE_S; else the GPU memory it has filled against what an earlier load filled
+  (loaded_mib), the rest at the pace of the share done, whatever the page cache holds;
+  else the bytes earlier starts read in this phase at the measured rate; with nothing to
+  read, the load from memory: as long as an earlier start that read nothing, else the
+  model at PAGE_CACHE_LOAD_BPS. A measure of this start's own is blended in from the
+  history's prediction as it ages (eta_live.live_weight), and a load it measures is never
+  overdue.
 - every other phase: its usual duration (the median over the history) less the time
-  already spent in it; a phase that read from storage in earlier starts (MIN_PHASE_BYTES)
+  already spent in it (a phase no earlier start went through: the history's time from
+  where it began, less the phases the history has after it); a phase that read from storage in earlier starts (MIN_PHASE_BYTES)
   takes the mean of that and its bytes left at its measured read rate until it is
   overdue (such reads come in bursts, so neither alone is trusted).
 - a phase past its predicted duration is overdue: the estimate becomes a range, from the
@@ -33,7 +38,13 @@ the weight load predicted for this start's conditions). The rules, in order:
   (the longest more than DISAGREE_FACTOR times the shortest, and DISAGREE_MIN_S apart) is a
   range: what is left of it from the shortest earlier duration to the longest, plus the
   phases ahead; the point (remaining_s) stays the median's.
-- never past twice the host's longest recorded start (LONGEST_FACTOR): an estimate that
+- past the weight load, the history's time after its load less this start's time since is
+  a second guess (work moves between phases from one start to the next): the point is the
+  mean of the two, the longer while the phase is overdue, the range reaches both.
+- every other estimate is a range too (range_reason "spread"): the measured part within
+  eta_live.LIVE_SPREAD, the part from history alone within GUESS_LOW..GUESS_HIGH of it.
+- never past twice the host's longest recorded start (LONGEST_FACTOR, except a phase that
+  counts its own share done, PACED_BASES): an estimate that
   would end later ends there; a start already past it has no estimate, only how far it
   is over. Without history no estimate exceeds MAX_ESTIMATE_S (the watch's start
   timeout), so a division by a crawling rate never prints hours.
@@ -46,11 +57,11 @@ from dataclasses import dataclass
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.durations import fmt_duration
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.phases import PHASES
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.weight_cache import RESTART_KINDS
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records import eta_live
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.eta_live import MIN_RATE_S
 
 SLOWER_THAN_USUAL = 1.5          # a phase that took this many times its usual duration
-MIN_RATE_S = 20.0                # a rate measured over less time than this is noise
 MIN_PHASE_BYTES = 256 * 2**20    # reading less than this in a phase: it is not bound by storage
-MIN_READ_BPS = 1e5               # reading slower than this is no rate to divide by
 PAGE_CACHE_LOAD_BPS = 10e9       # weights from memory to the GPUs (548 GB in ~40-55 s on 8 H200s)
 # An engine attached to the weight cache daemon maps the weights already on its GPUs (CUDA
 # IPC handles): seconds, whatever the model's size (IpcModelLoader's "Loaded model via IPC").
@@ -63,6 +74,11 @@ OVERDUE_FLOOR = 0.5              # an overdue phase has at least this share of i
 LONGEST_FACTOR = 2.0             # no estimate ends later than this many times the longest recorded start
 MAX_ESTIMATE_S = 7200.0          # without history: the watch's start timeout (start_watch.START_TIMEOUT_S)
 WEIGHT_LOAD = "weight_load"
+# Bases of a phase's remaining time measured on this start (the rest come from history);
+# of those, the ones that count the load done rather than divide by a read rate are not
+# held to the history's longest start (LONGEST_FACTOR): this start shows its own pace.
+LIVE_BASES = ("shards", "gpu_memory", "bytes", "bytes+usual")
+PACED_BASES = ("shards", "gpu_memory")
 _ORDER = {p: i for i, p in enumerate(PHASES)}
 
 
@@ -183,6 +199,9 @@ class Estimate:
             return "ETA %s-%s (%s overdue by %s, usual %s; start usual %s)" % (
                 fmt_duration(self.remaining_low_s), fmt_duration(self.remaining_high_s), self.phase,
                 fmt_duration(self.overdue_s), fmt_duration(self.usual_phase_s), usual)
+        if self.range_reason == "spread":
+            return "ETA %s (%s-%s, usual %s)" % (fmt_duration(self.remaining_s), fmt_duration(self.remaining_low_s),
+                                                fmt_duration(self.remaining_high_s), usual)
         if self.range_reason == "history_disagrees":
             return "ETA %s-%s (%s took %s-%s in earlier starts; usual %s)" % (
                 fmt_duration(self.remaining_low_s), fmt_duration(self.remaining_high_s), self.phase,
@@ -227,6 +246,25 @@ def disagreeing_range(durations):
     if high - low < DISAGREE_MIN_S or high <= DISAGREE_FACTOR * low:
         return None
     return low, high
+
+
+def loaded_mib(record):
+    """GPU memory (MiB, all GPUs) the record's weight load filled, or None."""
+    phases = record.get("phases") or ()
+    for i, p in enumerate(phases):
+        if p["phase"] == WEIGHT_LOAD and p.get("gpu_mem_mib") is not None:
+            before = phases[i - 1].get("gpu_mem_mib") if i else 0
+            return p["gpu_mem_mib"] - before if before is not None else None
+    return None
+
+
+def after_load_s(record):
+    """Seconds from the end of the record's weight load to ready, or None."""
+    ends = [p["started_s"] + p["duration_s"] for p in record.get("phases") or ()
+            if p["phase"] == WEIGHT_LOAD and p.get("started_s") is not None]
+    if not ends or record.get("ready_after_s") is None:
+        return None
+    return max(0.0, record["ready_after_s"] - ends[-1])
 
 
 def usual_phase_bytes(history):
@@ -306,7 +344,7 @@ class EtaEstimator:
         self.use_history(history)
         self._phase = None
         self._since_t = 0.0
-        self._read_at_entry = None
+        self._read_at_entry = self._mem_at_entry = self._load_end_t = None
         self._shards_at_entry = self._shards_seen = None
         self._shard_step_t = 0.0
 
@@ -318,6 +356,8 @@ class EtaEstimator:
         self.usual_total_s = _median([r.get("ready_after_s") for r in self.history])
         self.longest_s = max([r["ready_after_s"] for r in self.history if r.get("ready_after_s")] or [0.0]) or None
         self.load = WeightLoadModel(self.history, self.conditions)
+        self.loaded_mib = _median([loaded_mib(rec) for rec in self.history])
+        self.after_load_s = _median([after_load_s(rec) for rec in self.history])
 
     def use_conditions(self, conditions):
         """What this start reads and from where (LoadConditions), once known."""
@@ -346,39 +386,17 @@ class EtaEstimator:
         a = assessment if isinstance(assessment, dict) else assessment.to_dict()
         t, phase = float(a.get("t") or 0.0), a.get("phase") or "starting"
         progress = a.get("progress") or {}
-        read = progress.get("read_bytes")
-        if phase != self._phase:
-            self._phase, self._since_t = phase, (0.0 if self._phase is None else t)
-            self._read_at_entry = read
-            self._shards_at_entry = self._shards_seen = progress.get("shards_done")
-            self._shard_step_t = t
-        if progress.get("shards_done") is not None and progress["shards_done"] != self._shards_seen:
-            self._shards_seen, self._shard_step_t = progress["shards_done"], t
+        self._follow(t, phase, progress)
         est = Estimate(t, phase, usual_total_s=self.usual_total_s, history_starts=len(self.history),
                        longest_s=self.longest_s)
         if phase == "ready" or a.get("verdict") == "ready":
             est.remaining_s = est.phase_remaining_s = 0.0
             return est
         in_phase_s = t - self._since_t
-        rate_s, rate_basis = self._phase_by_rate(phase, in_phase_s, progress, read)
-        if rate_s is None or phase != WEIGHT_LOAD:
-            predicted, basis = self.predicted_phase_s(phase)
-            est.usual_phase_s = predicted
-            if predicted is not None:
-                est.phase_basis = basis
-                est.phase_remaining_s = max(0.0, predicted - in_phase_s)
-                if in_phase_s > predicted:
-                    est.overdue_s = in_phase_s - predicted
-                    est.phase_basis = "overdue"
-                    est.phase_remaining_s = max(est.overdue_s, OVERDUE_FLOOR * predicted)
-        if rate_s is not None and est.overdue_s is None:
-            if est.phase_remaining_s is not None:
-                # a phase's reads outside the weight load come in bursts: half its own progress,
-                # half its usual duration (once overdue, the overdue range alone)
-                est.phase_remaining_s = (est.phase_remaining_s + rate_s) / 2.0
-                est.phase_basis = "bytes+" + est.phase_basis
-            else:
-                est.phase_remaining_s, est.phase_basis = rate_s, rate_basis
+        rate_s, rate_basis = self._phase_by_rate(phase, in_phase_s, progress, progress.get("read_bytes"))
+        self._by_history(est, phase, in_phase_s)
+        if rate_s is not None and (phase == WEIGHT_LOAD or est.overdue_s is None):
+            self._with_rate(est, phase, in_phase_s, rate_s, rate_basis)
         if not self.history:
             if est.phase_remaining_s is not None and est.phase_remaining_s > MAX_ESTIMATE_S:
                 est.phase_remaining_s, est.phase_basis = None, None
@@ -387,10 +405,65 @@ class EtaEstimator:
             return est
         ahead = self.ahead_s(phase) or 0.0
         est.remaining_s = est.phase_remaining_s + ahead
+        self._range(est, phase, in_phase_s, ahead)
+        self._after_load(est, t)
+        self._cap(est)
+        return est
+
+    def _follow(self, t, phase, progress):
+        """Where this start is: the phase, when it began, its counters then, the last shard step."""
+        if phase != self._phase:
+            if self._phase == WEIGHT_LOAD:
+                self._load_end_t = t
+            self._phase, self._since_t = phase, (0.0 if self._phase is None else t)
+            self._read_at_entry = progress.get("read_bytes")
+            self._mem_at_entry = progress.get("gpu_mem_used_mib")
+            self._shards_at_entry = self._shards_seen = progress.get("shards_done")
+            self._shard_step_t = t
+        if progress.get("shards_done") is not None and progress["shards_done"] != self._shards_seen:
+            self._shards_seen, self._shard_step_t = progress["shards_done"], t
+
+    def _by_history(self, est, phase, in_phase_s):
+        """The phase's remaining time from its predicted duration; overdue past it."""
+        predicted, basis = self.predicted_phase_s(phase)
+        if predicted is None and self.usual_total_s is not None and phase != WEIGHT_LOAD:
+            # a phase no earlier start went through (SGLang named its work otherwise then): the
+            # time the history took from here, less the phases it still has ahead
+            predicted, basis = max(0.0, self.usual_total_s - self._since_t - (self.ahead_s(phase) or 0.0)), "usual_total"
+        est.usual_phase_s = predicted
+        if predicted is None:
+            return
+        est.phase_basis = basis
+        est.phase_remaining_s = max(0.0, predicted - in_phase_s)
+        if in_phase_s > predicted:
+            est.overdue_s = in_phase_s - predicted
+            est.phase_basis = "overdue"
+            est.phase_remaining_s = max(est.overdue_s, OVERDUE_FLOOR * predicted)
+
+    def _with_rate(self, est, phase, in_phase_s, rate_s, rate_basis):
+        """The phase's own progress blended in: the weight load's from the history's prediction
+        towards its measure as the measure ages (eta_live.live_weight); another phase's reads
+        come in bursts, so half its own progress, half its usual duration."""
+        if phase == WEIGHT_LOAD:
+            # a load past its prediction is no evidence against its own measure: not overdue
+            predicted = est.phase_remaining_s if est.overdue_s is None else None
+            est.phase_remaining_s = eta_live.blend(predicted, rate_s, eta_live.live_weight(in_phase_s))
+            est.phase_basis, est.overdue_s = rate_basis, None
+        elif est.phase_remaining_s is not None:
+            est.phase_remaining_s = (est.phase_remaining_s + rate_s) / 2.0
+            est.phase_basis = "bytes+" + est.phase_basis
+        else:
+            est.phase_remaining_s, est.phase_basis = rate_s, rate_basis
+
+    def _range(self, est, phase, in_phase_s, ahead):
+        """How sure the estimate is: overdue (the phase may end now, or run as long again),
+        history that disagrees on a silent phase, else the measured part and the part from
+        history each within its spread (eta_live.spread)."""
         if est.overdue_s is not None:
             est.remaining_low_s, est.remaining_high_s = ahead, ahead + 2 * est.phase_remaining_s
             est.range_reason = "overdue"
-        elif est.phase_basis == "usual":
+            return
+        if est.phase_basis == "usual":
             # no progress measure: when earlier starts disagree on this phase, what is left of it
             # runs from the shortest of them to the longest (the point stays the median's)
             spread = disagreeing_range(phase_times(self.history, phase))
@@ -398,13 +471,32 @@ class EtaEstimator:
                 est.phase_range_s, est.range_reason = spread, "history_disagrees"
                 est.remaining_low_s = ahead + max(0.0, spread[0] - in_phase_s)
                 est.remaining_high_s = ahead + max(0.0, spread[1] - in_phase_s)
-        self._cap(est)
-        return est
+                return
+        measured = est.phase_remaining_s if est.phase_basis in LIVE_BASES else 0.0
+        est.remaining_low_s, est.remaining_high_s = eta_live.spread(measured, est.remaining_s - measured)
+        est.range_reason = "spread"
+
+    def _after_load(self, est, t):
+        """Past the weight load, the history's time from there to ready less this start's
+        time since is a second guess: SGLang moves work between its phases from one start
+        to the next (a tuning pass in the KV cache setup once, in the graph capture the next
+        time), which the phase-by-phase sum misses. The point is the mean of the two; the
+        range reaches both."""
+        if self._load_end_t is None or self.after_load_s is None or est.phase_basis in LIVE_BASES:
+            return
+        left = self.after_load_s - (t - self._load_end_t)
+        if left <= 0:      # this start is already past the history's whole time after its load
+            return
+        est.remaining_low_s = min(est.remaining_low_s, left)
+        est.remaining_high_s = max(est.remaining_high_s, left)
+        # an overdue phase may be the work that moved here, or more of it than last time: the
+        # longer of the two guesses (the mean would undo the overdue rule's "as long again")
+        est.remaining_s = max(est.remaining_s, left) if est.overdue_s is not None else (est.remaining_s + left) / 2.0
 
     def _cap(self, est):
         """No estimate ends past LONGEST_FACTOR x the longest recorded start: one that
         would is no number but a lower bound ("over"), and past the bound, overdue."""
-        if not self.longest_s:
+        if not self.longest_s or est.phase_basis in PACED_BASES:
             return
         est.bound_s = LONGEST_FACTOR * self.longest_s
         if est.t + est.remaining_s <= est.bound_s:
@@ -429,9 +521,19 @@ class EtaEstimator:
         since_step_s = in_phase_s - stepped_s
         return max((total - done) * stepped_s / moved - since_step_s, 0.0)
 
+    def _load_mib(self):
+        """GPU memory (MiB, all GPUs) this weight load will fill: what an earlier load filled,
+        else the weights' size on disk (a start without history: the weights take on the
+        GPUs about what their files take)."""
+        if self.loaded_mib:
+            return self.loaded_mib
+        return self.conditions.model_bytes / float(2**20) if self.conditions.model_bytes else None
+
     def _phase_by_rate(self, phase, in_phase_s, progress, read):
         """(seconds, basis) left in a phase by its own progress, or (None, None): the shard
-        counter of the weight load, else the bytes the phase reads from storage at the
+        counter of the weight load, else the bytes it reads from storage when the conditions
+        say how many, else the GPU memory it fills against what an earlier load filled, else
+        the bytes the history read; another phase: the bytes it reads from storage at the
         rate this start reads them."""
         if in_phase_s <= 0:
             return None, None
@@ -439,6 +541,11 @@ class EtaEstimator:
             shards_s = self._by_shards(progress, in_phase_s)
             if shards_s is not None:
                 return shards_s, "shards"
+            if self.conditions.storage_bytes() is None or not self.load.reads_storage():
+                done = eta_live.loaded_fraction(progress.get("gpu_mem_used_mib"), self._mem_at_entry, self._load_mib())
+                memory_s = eta_live.fraction_left_s(done, in_phase_s)
+                if memory_s is not None:
+                    return memory_s, "gpu_memory"
             want = self.load.storage_bytes() if self.load.reads_storage() else None
             # with no earlier read rate to go by, a young rate beats none
             young_ok = self.load.storage_bps is None
@@ -449,7 +556,5 @@ class EtaEstimator:
         if want is None or read is None or self._read_at_entry is None or (in_phase_s < MIN_RATE_S and not young_ok):
             return None, None
         got = read - self._read_at_entry
-        rate = got / in_phase_s
-        if rate >= MIN_READ_BPS and want > got:
-            return (want - got) / rate, "bytes"
-        return None, None
+        left_s = eta_live.bytes_left_s(want, got, eta_live.rate_bps(read, self._read_at_entry, in_phase_s))
+        return (left_s, "bytes") if left_s is not None else (None, None)

@@ -5,7 +5,8 @@ detector replayed over it, so the phases are the ones the live watch saw):
 
     {"host", "model", "unit", "source", "outcome": "ready|stalled|failed|undecided",
      "ready_after_s": seconds or None,
-     "phases": [{"phase", "started_s", "duration_s", "read_bytes"}, ...]  # in the order entered
+     "phases": [{"phase", "started_s", "duration_s", "read_bytes",   # in the order entered
+                 "gpu_mem_mib"}, ...]   # GPU memory used (all GPUs) when the phase ended, or None
      "shards_total": int or None}
 
 Two layouts are read:
@@ -57,7 +58,7 @@ def record_from_trace(header, observations, host=None, source=None, settings=Non
     any iterable, consumed once (a trace streamed by iter_trace)."""
     det = Detector(settings or DetectorSettings())
     phases, last, shards_total, model = [], None, None, None
-    first_read = last_read = None
+    first_read = last_read = mem = None
     for obs in observations:
         model = model or model_of([obs])
         a = det.observe(obs)
@@ -66,11 +67,14 @@ def record_from_trace(header, observations, host=None, source=None, settings=Non
         if read is not None:
             first_read = read if first_read is None else first_read
             last_read = read
+        if (a.progress or {}).get("gpu_mem_used_mib") is not None:
+            mem = a.progress["gpu_mem_used_mib"]
         if not phases or phases[-1]["phase"] != a.phase:
             began = 0.0 if not phases else a.t
             if phases:
                 phases[-1]["duration_s"] = round(began - phases[-1]["started_s"], 3)
                 phases[-1]["read_bytes"] = max(0, (last_read or 0) - phases[-1].pop("_read_at"))
+                phases[-1]["gpu_mem_mib"] = mem
             phases.append({"phase": a.phase, "started_s": began, "duration_s": 0.0,
                            "_read_at": last_read if last_read is not None else 0})
         total = (a.progress or {}).get("shards_total")
@@ -81,6 +85,7 @@ def record_from_trace(header, observations, host=None, source=None, settings=Non
         end = phases[-1]
         end["duration_s"] = round((last.t if last else 0.0) - end["started_s"], 3)
         end["read_bytes"] = max(0, (last_read or 0) - end.pop("_read_at"))
+        end["gpu_mem_mib"] = mem
     outcome = last.verdict if last is not None and last.final else "undecided"
     return {"host": host, "model": model or header.get("unit"), "unit": header.get("unit"),
             "source": source, "outcome": outcome,

@@ -6,6 +6,7 @@ import pytest
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.eta import (
     MAX_ESTIMATE_S, PAGE_CACHE_LOAD_BPS, EtaEstimator, LoadConditions, slower_than_usual, usual_phase_s, WEIGHT_CACHE_ATTACH_S)
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.progress_line import progress_line
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.eta_live import GUESS_HIGH, GUESS_LOW
 
 GB = 10**9
 
@@ -178,11 +179,13 @@ def test_without_history_it_says_so_and_estimates_only_the_current_phase_from_it
     assert silent.update(a(50, "post_load")).text() == "ETA unknown (no earlier start)"
 
 
-def test_the_progress_line_ends_with_the_eta_and_the_usual_time():
+def test_the_progress_line_ends_with_the_eta_its_range_and_the_usual_time():
     est = EtaEstimator([record(("weight_load", 300), ("post_load", 340))])
     est.update(a(0, "weight_load"))
     line = progress_line(a(50, "weight_load"), est.update(a(50, "weight_load")))
-    assert line.endswith(" \u00b7 50s \u00b7 ETA 9m50s (usual 10m40s)")
+    # all of it from history alone: from GUESS_LOW to GUESS_HIGH times the point
+    assert (GUESS_LOW, GUESS_HIGH) == (0.4, 2.0)
+    assert line.endswith(" \u00b7 50s \u00b7 ETA 9m50s (3m56s-19m40s, usual 10m40s)")
 
 
 def test_a_ready_start_has_nothing_left():
@@ -221,23 +224,27 @@ def test_a_silent_phase_whose_earlier_starts_disagree_is_a_range_from_the_shorte
         {"t": 550, "phase": "post_load", "verdict": "progressing", "reason": "", "progress": {"elapsed_s": 550}}, e)
 
 
-def test_earlier_starts_that_agree_give_a_point():
+def test_earlier_starts_that_agree_give_a_point_within_the_spread_of_a_guess():
     close = record(("distributed_init", 20), ("weight_load", 500, 550 * GB), ("post_load", 80),
                    ("kv_cache", 20), ("cuda_graph", 100), ("http_server", 20), ("ready", 0))
     est = EtaEstimator([EARLIER, close])                      # 70 and 80 s: within 1.5x
     est.update(a(20, "weight_load"))
     est.update(a(520, "post_load"))
     e = est.update(a(550, "post_load"))
-    assert e.range_reason is None and e.remaining_low_s is None and e.text().startswith("ETA ")
-    assert "-" not in e.text().split()[1]
+    assert e.range_reason == "spread" and e.text().startswith("ETA ")
+    assert "-" not in e.text().split()[1]                     # the point first, the range beside it
+    assert (e.remaining_low_s, e.remaining_high_s) == pytest.approx((GUESS_LOW * e.remaining_s, GUESS_HIGH * e.remaining_s))
 
 
-def test_a_phase_with_its_own_progress_measure_is_no_range_even_when_the_history_disagrees():
+def test_a_phase_with_its_own_progress_measure_is_no_disagreement_range_but_a_measured_one():
     fast = record(("distributed_init", 20), ("weight_load", 250, 550 * GB), ("post_load", 70), ("ready", 0))
     est = EtaEstimator([EARLIER, fast], COLD_NOW)             # loads of 500 and 250 s
     est.update(a(20, "weight_load", shards_done=0, shards_total=64, read_bytes=0))
     e = est.update(a(120, "weight_load", shards_done=16, shards_total=64, read_bytes=110 * GB))
-    assert e.phase_basis == "shards" and e.range_reason is None
+    assert e.phase_basis == "shards" and e.range_reason == "spread"
+    ahead = e.remaining_s - e.phase_remaining_s               # the measured part +-30 %, the rest a guess
+    assert e.remaining_low_s == pytest.approx(0.7 * e.phase_remaining_s + GUESS_LOW * ahead)
+    assert e.remaining_high_s == pytest.approx(1.3 * e.phase_remaining_s + GUESS_HIGH * ahead)
 
 
 def test_an_overdue_phase_says_overdue_not_disagreement():

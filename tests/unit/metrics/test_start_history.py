@@ -113,3 +113,11 @@ def test_the_hosts_longest_phase_durations_become_the_blind_wait_history():
     # an operator's own history (or a trace's recorded one) is kept
     mine = DetectorSettings().with_overrides({"blind_wait_history_s": "cuda_graph=600"})
     assert with_phase_history(mine, history) is mine
+
+
+def test_a_start_record_keeps_the_gpu_memory_each_phase_ended_with():
+    from ansible_collections.sglang_ops.serving.plugins.module_utils.records.eta import loaded_mib
+    record = read_start(COLD)
+    load = [p for p in record["phases"] if p["phase"] == "weight_load"][0]
+    # 8 GPUs filled with ~548 GB of weights during the load: what the next start's ETA measures against
+    assert load["gpu_mem_mib"] > 500000 and loaded_mib(record) > 400000
