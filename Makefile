@@ -7,7 +7,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 # Molecule scenarios run by `make test`: "a+b" runs lanes a and b at the same time, a lane
 # "c,d" runs c then d (bin/molecule-scenarios; README, "Testing").
-MOLECULE_SCENARIOS ?= default+fleet+restart,ee+weights
+MOLECULE_SCENARIOS ?= default+fleet+restart+weights+inputs,ee
 
 .PHONY: help system-packages venv podman image unit detector alerts lint collection sanity units molecule ee ee-test test demo bench bench-restart bench-supervisor clean
 
