@@ -99,8 +99,8 @@ ee-test: ee image
 # and they finish in the CPU the scenarios leave idle while their cases wait. Not 19: a
 # replay still has bench/scoring's 120-second limit, and at 19 a busy machine could starve
 # one that takes 2 s alone. The unit tests and the collection's units keep the normal
-# priority: some wait on real processes with timeouts. The execution environment is built first: its build writes the
-# collection tarball that the sanity check also builds.
+# priority: some wait on real processes with timeouts. The execution environment is built
+# first: its build writes the collection tarball that the sanity check also builds.
 UNIT_LOG := .cache/unit-tests.log
 CHECKS_LOG := .cache/checks.log
 test: system-packages venv image ee
