@@ -93,10 +93,11 @@ ee-test: ee image
 # collection's sanity and units) run beside the Molecule scenarios; their output goes to
 # .cache/unit-tests.log and .cache/checks.log, and their ends are shown when all three are
 # done. The checks that wait on no clock of their own (the detector's replays run on trace
-# time, promtool, ansible-lint, ansible-test sanity and galaxy-importer are static) run at
-# nice 10: on two cores they would otherwise take half the machine from the scenarios'
-# first minutes (seven hosts created and converged at once, on every lane's critical path),
-# and they finish in the CPU the scenarios leave idle while their cases wait. Not 19: a
+# time, promtool, ansible-lint, ansible-test sanity and galaxy-importer are static; about
+# 320 s of CPU together, the detector two processes at once) run at nice 10, so that they
+# do not take the two cores from the scenarios' first minutes (seven hosts created and
+# converged at once, on every lane's critical path) and finish in the CPU the scenarios
+# leave idle while their cases wait (molecule/README.md, "Time in make test"). Not 19: a
 # replay still has bench/scoring's 120-second limit, and at 19 a busy machine could starve
 # one that takes 2 s alone. The unit tests and the collection's units keep the normal
 # priority: some wait on real processes with timeouts. The execution environment is built
