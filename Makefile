@@ -89,7 +89,7 @@ ee: system-packages venv podman
 ee-test: ee image
 	@VENV=$(VENV) bin/molecule-scenarios ee
 
-# The unit tests (one core, about 6 min) and the checks (detector, alerts, lint, the
+# The unit tests (about 9 min of CPU on a fresh clone) and the checks (detector, alerts, lint, the
 # collection's sanity and units) run beside the Molecule scenarios; their output goes to
 # .cache/unit-tests.log and .cache/checks.log, and their ends are shown when all three are
 # done. The checks that wait on no clock of their own (the detector's replays run on trace
