@@ -180,7 +180,7 @@ def _attempt_trace(run_dir, attempt, settings):
     if not attempt.get("trace") or not os.path.exists(os.path.join(run_dir, attempt["trace"])):
         return {}, [], []
     header, observations = _load_trace(os.path.join(run_dir, attempt["trace"]))
-    return header, observations, _stored_assessments(observations) or replay.assessments(observations, replay.settings_or_defaults(settings))
+    return header, observations, _stored_assessments(observations) or replay.assessments(observations, replay.settings_or_defaults(settings), header)
 
 
 def daemon_start_traces(run_dir, run):
@@ -235,7 +235,7 @@ write_run_report = write_incident_report
 def write_trace_report(trace_path, out_dir, runbook_path=None):
     """Build the report of a bare trace into out_dir, with a redacted copy of the trace."""
     header, observations = _load_trace(trace_path)
-    assessments = _stored_assessments(observations) or replay.assessments(observations, replay.settings_or_defaults(None))
+    assessments = _stored_assessments(observations) or replay.assessments(observations, replay.settings_or_defaults(None), header)
     runbook_path = runbook_path or runbook_mod.default_runbook_path()
     incident = build_incident(header, observations, assessments, run=None,
                               runbook=_runbook(runbook_path), trace_files=[TRACE_COPY])
