@@ -12,6 +12,8 @@ What a process was decides what its leaving means:
   a burst, a busy CPU or GPU) says it left normally;
 - any other process (compile workers, download helpers, tokenizer threads' helpers) comes and goes
   as it likes: rule 2's `children` channel.
+How it left, where the host tells it, is the rest: a holder that exited 0 finished its job, one a
+signal killed did not (a zombie's wait status in `procs.tree`, a death line).
 The pids and names come from the probe's `procs.tree`; without it a holder leaving still shows:
 its pid gone from `gpu_procs` after the unit's process count fell.
 """
@@ -20,6 +22,18 @@ from dataclasses import dataclass
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import sglang_dialect
 
 SCHEDULER_COMM = "sglang::schedul"   # setproctitle's title as the kernel's 15-character comm
+EXITED_STATES = ("Z", "X")           # a zombie its parent has not reaped still has a pid, not a life
+SIGNAL_NAMES = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 6: "SIGABRT", 7: "SIGBUS", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
+
+
+def wait_status_words(status):
+    """A wait status (a zombie's /proc/PID/stat field 52) in words; "" when unknown."""
+    if not isinstance(status, int):
+        return ""
+    sig = status & 0x7F
+    if sig:
+        return "killed by signal %d%s" % (sig, " (%s)" % SIGNAL_NAMES[sig] if sig in SIGNAL_NAMES else "")
+    return "exited with status %d" % ((status >> 8) & 0xFF)
 
 
 @dataclass
@@ -76,15 +90,17 @@ class ChildDeaths:
         tree = procs.get("tree")
         gone = self._gone_by_tree(tree) if isinstance(tree, list) else self._gone_by_holders(procs, holders)
         self._note_holders(holders)
-        for pid in gone:
+        for pid, status in gone:
             if pid == main_pid:
                 continue
             name = self._names.get(pid, "")
             rank = pid in self._ranks or is_rank_name(name) or pid in death_lines
             held = self._held.pop(pid, {})
-            if rank or held:
-                self.open.append(Departure(pid, name, rank, sum(held.values()), tuple(sorted(held)), t,
-                                           death_lines.get(pid, "")))
+            how = death_lines.get(pid) or wait_status_words(status)
+            # a holder that exited 0 finished its job; one a signal killed did not
+            if rank or (held and status != 0):
+                self.open.append(Departure(pid, name, rank or (how or "").startswith("killed"), sum(held.values()),
+                                           tuple(sorted(held)), t, how))
             else:
                 self.left_normally.append("%s (pid %s)" % (name or "?", pid))
         for d in self.open:
@@ -92,15 +108,19 @@ class ChildDeaths:
                 d.how, d.rank = death_lines[d.pid], True
 
     def _gone_by_tree(self, tree):
-        now = {}
+        """[(pid, wait status or None)] of the processes that left since the last tree."""
+        now, exited = {}, {}
         for entry in tree:
             if isinstance(entry, dict) and isinstance(entry.get("pid"), int):
+                if entry.get("state") in EXITED_STATES:
+                    exited[entry["pid"]] = entry.get("exit_code")
+                    continue
                 now[entry["pid"]] = str(entry.get("name") or "")
         for pid, name in now.items():
             self._names[pid] = name
             if is_rank_name(name):
                 self._ranks.add(pid)
-        gone = [] if self._tree is None else [pid for pid in self._tree if pid not in now]
+        gone = [] if self._tree is None else [(pid, exited.get(pid)) for pid in self._tree if pid not in now]
         self._tree = now
         return gone
 
@@ -125,7 +145,7 @@ class ChildDeaths:
         self._lost = 0
         if fell:
             self._ranks.update(gone)
-        return gone
+        return [(pid, None) for pid in gone]
 
     def _note_holders(self, holders):
         """The GPU memory of the unit's holders (with a tree: its processes only; without one every
