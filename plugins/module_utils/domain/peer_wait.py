@@ -5,7 +5,7 @@ server of `--nnodes` > 1 waits for the other nodes, not for anything of this hos
 node cannot bring a peer. So while it waits no stall signature of this node decides; the start is
 shown as waiting for the node named, with what the probe found at `--dist-init-addr` (the
 observation's `peers`), up to the rendezvous's own timeout (server_layout.py: `--dist-timeout`, else
-torch's 30 minutes). Past it (and `peer_timeout_grace_s`), or when the ranks die at that timeout,
+torch's NCCL default, 10 minutes). Past it (and `peer_timeout_grace_s`), or when the ranks die at that timeout,
 the start ends as `peer_missing`, naming the node that never came. With `--nnodes 1` a rank at
 the rendezvous waits for nothing but itself: the stall signatures decide (a local stall).
 """
@@ -78,7 +78,7 @@ class PeerWait:
             fmt_duration(self.layout.rendezvous_timeout_s))
 
     def missing_words(self, t):
-        return "%s never joined the rendezvous at %s: this node waited %s (its timeout %s); restarting it cannot bring the other" % (
+        return "%s never joined the rendezvous at %s; this node waited %s (its timeout %s); restarting it cannot bring the other" % (
             self.missing_nodes(), self.probe_words(), fmt_duration(self.elapsed_s(t)),
             fmt_duration(self.layout.rendezvous_timeout_s))
 

@@ -2,15 +2,16 @@
 `--dist-init-addr`, `--dist-timeout`), read from its command line. Pure, no I/O.
 
 The ranks of every node meet at `--dist-init-addr` (node 0 serves torch's TCP store there) and
-wait for each other up to `--dist-timeout` seconds; without it SGLang passes no timeout and
-torch's default process-group timeout holds: 30 minutes (torch.distributed's
-`default_pg_timeout`, the same for gloo and NCCL at init).
+wait for each other up to `--dist-timeout` seconds. Without it SGLang 0.5.23 passes
+`timeout=None` to `init_distributed_environment` and torch takes its backend's default: NCCL's
+`default_pg_nccl_timeout`, 10 minutes (ProcessGroupNCCL's own default, the `TIMEOUT(ms): 600000`
+SGLang's ranks log), which is what a server on GPUs uses; gloo's `default_pg_timeout` is 30 minutes.
 """
 from dataclasses import dataclass
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.sglang_dialect import flag_value
 
-TORCH_DEFAULT_DIST_TIMEOUT_S = 1800.0
+TORCH_DEFAULT_DIST_TIMEOUT_S = 600.0   # torch's NCCL default; SGLang on GPUs initialises NCCL
 
 
 @dataclass(frozen=True)

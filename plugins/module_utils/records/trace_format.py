@@ -22,7 +22,7 @@ import json
 import math
 import os
 
-from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.server_layout import layout_of
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.server_layout import layout_from_dict, layout_of
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.eta import LoadConditions
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.redaction import redact
 
@@ -61,6 +61,8 @@ def check_header(header, path="<trace>", line_no=1):
             _expect(isinstance(exp.get("onset_t"), _NUM), path, line_no, "expect.onset_t must be a number")
     _expect(header.get("settings") is None or isinstance(header["settings"], dict), path, line_no,
             "settings must be a JSON object (the detector settings that decided)")
+    _expect(header.get("server") is None or layout_from_dict(header["server"]) is not None, path, line_no,
+            "server must be a JSON object with an integer nnodes")
     argv = header.get("argv")
     _expect(argv is None or (isinstance(argv, list) and all(isinstance(a, str) for a in argv)), path, line_no,
             "argv must be a list of strings (the server's command line)")
@@ -69,7 +71,11 @@ def check_header(header, path="<trace>", line_no=1):
 
 
 def trace_layout(header):
-    """The ServerLayout of the server a trace recorded, from its header's `argv`; None without one."""
+    """The ServerLayout of the server a trace recorded: its header's `server`, else its `argv`;
+    None without either."""
+    recorded = layout_from_dict(header.get("server"))
+    if recorded is not None:
+        return recorded
     argv = header.get("argv")
     return layout_of(argv) if argv else None
 
@@ -206,14 +212,15 @@ def read_trace(path):
     return header, observations
 
 
-def trace_header(name, unit, poll_s, gpus, description="", settings=None, load_conditions=None, argv=None):
+def trace_header(name, unit, poll_s, gpus, description="", settings=None, load_conditions=None, layout=None):
     """The first line of a trace. No `expect`: a recorded start carries no label.
 
     settings: the DetectorSettings that decide this start; recorded as `settings` (every
     field) with `code` (code_version()), so `replay` decides the trace as it was decided.
     load_conditions: the LoadConditions (or their dict) the start's ETA estimates with, so
     `replay --eta` estimates as the start did.
-    argv: the server's command line, so `replay` knows its nodes (server_layout.py) as the watch did.
+    layout: the server's ServerLayout (its nodes, from its command line), recorded as `server` so
+    `replay` knows them as the watch did (the command line itself may hold a key).
     """
     header = {"format": FORMAT, "name": name, "unit": unit, "poll_s": float(poll_s)}
     if gpus:  # a host where nvidia-smi could not be read leaves the count out
@@ -224,8 +231,8 @@ def trace_header(name, unit, poll_s, gpus, description="", settings=None, load_c
         header["code"] = code_version()
     if load_conditions is not None:
         header["load_conditions"] = _conditions_dict(load_conditions)
-    if argv:
-        header["argv"] = [str(a) for a in argv]
+    if layout is not None:
+        header["server"] = layout.to_dict()
     return header
 
 

@@ -26,7 +26,7 @@ def test_the_layout_is_read_from_the_servers_arguments():
     assert layout_of("python3 -m sglang.launch_server --nnodes=4 --node-rank=0").nnodes == 4
     assert not layout_of(["python3", "-m", "sglang.launch_server"]).several_nodes
     assert layout_of(["--nnodes", "two"]) == ServerLayout()
-    assert ServerLayout(2).rendezvous_timeout_s == TORCH_DEFAULT_DIST_TIMEOUT_S == 1800.0
+    assert ServerLayout(2).rendezvous_timeout_s == TORCH_DEFAULT_DIST_TIMEOUT_S == 600.0
 
 
 def test_a_rank_waiting_for_a_late_peer_is_shown_waiting_and_never_stopped(start):
