@@ -1,8 +1,8 @@
 """A child that vanished: a process of the server leaving the unit while the start goes on. Pure, no I/O.
 
 What a process was decides what its leaving means:
-- a **rank**: SGLang titles its schedulers `sglang::scheduler_TPn` (the kernel keeps the first 15
-  characters as its comm, `sglang::schedul`), py-spy sampled it as a rank, or a death line names it
+- a **rank**: SGLang titles its schedulers (sglang_dialect.is_rank_name: the title, or the first
+  15 characters the kernel keeps as its comm), py-spy sampled it as a rank, or a death line names it
   (the launcher's `Subprocess NAME (pid=N) crashed with exit code C`, the kernel's OOM killer). A
   rank lives as long as the server: leaving a start that goes on is a death, decided at once;
 - a **GPU holder** SGLang did not name (a process of the unit in `gpu_procs`): an autotune's
@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import sglang_dialect
 
-SCHEDULER_COMM = "sglang::schedul"   # setproctitle's title as the kernel's 15-character comm
 EXITED_STATES = ("Z", "X")           # a zombie its parent has not reaped still has a pid, not a life
 SIGNAL_NAMES = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 6: "SIGABRT", 7: "SIGBUS", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
 
@@ -61,10 +60,6 @@ class Departure:
                 "gpus": list(self.gpus), "how": self.how or None}
 
 
-def is_rank_name(name):
-    return bool(name) and (name.startswith(SCHEDULER_COMM) or sglang_dialect.rank_of(name) is not None)
-
-
 class ChildDeaths:
     """The unit's processes poll by poll, and the ones that left as a death or normally."""
 
@@ -94,7 +89,7 @@ class ChildDeaths:
             if pid == main_pid:
                 continue
             name = self._names.get(pid, "")
-            rank = pid in self._ranks or is_rank_name(name) or pid in death_lines
+            rank = pid in self._ranks or sglang_dialect.is_rank_name(name) or pid in death_lines
             held = self._held.pop(pid, {})
             how = death_lines.get(pid) or wait_status_words(status)
             # a holder that exited 0 finished its job; one a signal killed did not
@@ -118,7 +113,7 @@ class ChildDeaths:
                 now[entry["pid"]] = str(entry.get("name") or "")
         for pid, name in now.items():
             self._names[pid] = name
-            if is_rank_name(name):
+            if sglang_dialect.is_rank_name(name):
                 self._ranks.add(pid)
         gone = [] if self._tree is None else [(pid, exited.get(pid)) for pid in self._tree if pid not in now]
         self._tree = now
@@ -133,7 +128,7 @@ class ChildDeaths:
                 self._lost += self._count - count
             self._count = count
         if isinstance(comm, dict):
-            schedulers = sum(n for c, n in comm.items() if isinstance(n, int) and c.startswith(SCHEDULER_COMM))
+            schedulers = sum(n for c, n in comm.items() if isinstance(n, int) and c.startswith(sglang_dialect.SCHEDULER_COMM))
             fell = self._schedulers is not None and schedulers < self._schedulers
             self._schedulers = schedulers
         else:

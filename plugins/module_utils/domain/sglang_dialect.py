@@ -81,6 +81,14 @@ _SCHEDULER_TITLE = re.compile(r"sglang::scheduler_((?:[A-Z]P\d+_?)+)")
 _RANK_ARG = re.compile(r"(?:--tp-rank|--rank|TP_RANK=)[ =]?(\d+)")
 
 
+SCHEDULER_COMM = "sglang::schedul"   # a scheduler's title as the kernel keeps it: the 15-character comm
+
+
+def is_rank_name(name):
+    """A process name (its title, else its comm) of one of SGLang's ranks: a scheduler."""
+    return bool(name) and (name.startswith(SCHEDULER_COMM) or rank_of(name) is not None)
+
+
 def is_server_title(cmdline):
     """A process SGLang titled itself (any of its children)."""
     return (cmdline or "").strip().startswith(SERVER_TITLE_PREFIX)

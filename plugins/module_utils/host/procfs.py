@@ -127,7 +127,7 @@ def read_cmdline(pid, proc_root="/proc"):
 
 def process_name(comm, cmdline):
     """The name a process gave itself: a title it set (setproctitle writes it over the command
-    line and its first 15 characters as comm: `sglang::scheduler_TP0`), else its comm."""
+    line and its first 15 characters as comm, as SGLang titles its schedulers), else its comm."""
     first = (cmdline or "").split(" ")[0]
     return first if len(first) > len(comm) and first.startswith(comm) else comm
 

@@ -73,14 +73,20 @@ class RunEnding:
         if because is None:
             because = "%s: %s" % (phase, code) if phase in ("preflight", "stopping") else code
         run.record["gave_up_because"] = because
+        missing = run.record["attempts"][-1].get("missing_node") if run.record["attempts"] else None
+        if missing:
+            run.record["missing_node"] = missing   # a peer that never came: run.json and the report name it
         res = self.finish("gave_up", phase, code, reason, failed=True, verdict=verdict)
         title = FAILURE_CLASSES[code].title if code in FAILURE_CLASSES else code
         held = observe_only_step.summary_words(run.record["attempts"])
         kind = ("Last start %s (%s). " % (res["restart_kind"], res["restart_kind_reason"])
                 if res.get("restart_kind") else "")
-        res["msg"] = ("%s: gave up on %s after %s, in phase %s: %s (%s): %s. Why no restart: %s. %s%s"
+        if missing:
+            res["missing_node"] = missing
+        res["msg"] = ("%s: gave up on %s after %s, in phase %s: %s (%s): %s. Why no restart: %s. %s%s%s"
                       "Artifacts: %s" % (run.host, run.unit_words(), counted(n, "attempt"), phase, title, code,
                                          redact_secrets(reason), because, "Rule 4: %s. " % held if held else "",
+                                         "The node that never came: %s. " % missing if missing else "",
                                          kind, run.artifacts_words()))
         res["report"], report_error = self._write_incident_report()
         if report_error:
