@@ -8,7 +8,9 @@ that decided:
 2. any sign of life defers: progress channels, bursts of GPU utilisation, child processes
    coming and going, stacks that change (life_signs.py);
 3. a stall needs a positive signature: frozen, parked (identical stacks in a wait, GPUs
-   flat), spinning, stopped (stall_signatures.py), or dead (the unit's main process gone);
+   flat), spinning, stopped (stall_signatures.py), or dead (the unit's main process gone, or a
+   rank of it: child_deaths.py); a rank of a server over several nodes waiting at the
+   rendezvous waits for a peer, not a stall of this node (peer_wait.py);
 4. never keep a server down by our own verdict: observe-only starts (observe_only_gate.py);
 5. blind means patient, not deaf: longer windows without GPU readings or stacks, a frozen
    CPU clock or stopped processes decide alone, and a hard ceiling ends every start
@@ -109,8 +111,8 @@ class Detector:
         failed = self._line_verdicts.judge(t, dead, moved, evidence, progress) or self._child_died(t, moved, evidence, progress)
         if failed is not None and waiting and self._peers.died_of_timeout(t):
             failed = self._peer_missing(t, evidence, progress, "the ranks gave up waiting: " + failed.reason)
-        if failed is not None:
-            return self._decide(failed, dead=bool(dead))
+        if failed is not None:   # a rank gone is a dead process too (rule 4 holds no verdict on it)
+            return self._decide(failed, dead=bool(dead) or (failed.evidence.get("child_died") or {}).get("rank", False))
         if waiting and self._peers.timed_out(t):
             return self._decide(self._peer_missing(t, evidence, progress, "past the rendezvous's timeout"))
         if self.gate.ceiling_reached(t):

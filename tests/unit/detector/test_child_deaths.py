@@ -2,6 +2,7 @@
 helper leaving is one only when the start freezes after it; the host's words say how it ended."""
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import sglang_dialect
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.child_deaths import wait_status_words
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.observe_only_decision import ObserveOnly
 
 MAIN = 4242
 
@@ -44,6 +45,14 @@ def test_a_scheduler_that_leaves_mid_capture_fails_the_start_at_once_naming_pid_
     assert (a.verdict, a.reason_code, a.phase) == ("failed", "child_died", "cuda_graph")
     assert "5002" in a.reason and "sglang::scheduler_TP1" in a.reason and "40000 MiB on GPU 1" in a.reason
     assert a.evidence["child_died"]["pid"] == 5002 and a.evidence["rule"].startswith("rule 3: a rank left")
+
+
+def test_a_dead_rank_ends_an_observe_only_start_as_a_dead_process_does(start):
+    s = start(gpus=2, poll_s=5.0, observe_only=ObserveOnly(1800.0, "twice the same", "stalled", "stall_idle", "cuda_graph"))
+    in_capture(s)
+    a = with_tree(s, RANKS[:1], HOLDERS[:1], cpu_pct=3)
+    assert (a.verdict, a.reason_code, a.final) == ("failed", "child_died", True)
+    assert s.det.observe(s.obs(cpu_pct=3)).reason_code == "child_died"
 
 
 def test_a_zombie_rank_is_gone_and_its_wait_status_says_the_signal(start):
