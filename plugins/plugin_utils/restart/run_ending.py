@@ -73,7 +73,7 @@ class RunEnding:
         if because is None:
             because = "%s: %s" % (phase, code) if phase in ("preflight", "stopping") else code
         run.record["gave_up_because"] = because
-        missing = run.record["attempts"][-1].get("missing_node") if run.record["attempts"] else None
+        missing = _with_host(run.record["attempts"][-1].get("missing_node") if run.record["attempts"] else None, run.server)
         if missing:
             run.record["missing_node"] = missing   # a peer that never came: run.json and the report name it
         res = self.finish("gave_up", phase, code, reason, failed=True, verdict=verdict)
@@ -133,3 +133,12 @@ class RunEnding:
             error = "incident report could not be written: %s: %s" % (type(exc).__name__, exc)
             self.run.access.emit(error)
             return None, error
+
+
+def _with_host(missing_node, server):
+    """"node 0" as the inventory knows it, "node 0 (gpu-a1)", where the run knows the server's nodes."""
+    words = (missing_node or "").split()
+    if server is None or len(words) != 2 or words[0] != "node" or not words[1].isdigit():
+        return missing_node
+    rank = int(words[1])
+    return "%s (%s)" % (missing_node, server.nodes[rank]) if rank < len(server.nodes) else missing_node
