@@ -359,6 +359,12 @@ gave_up_because:
   description: Why no further restart was tried (same failure twice, a class a restart cannot fix, attempts exhausted).
   returned: when it gave up
   type: str
+missing_node:
+  description:
+    - The node of a server over several hosts that never joined the rendezvous (reason code C(peer_missing)),
+      with its inventory host where the run knows the server's nodes, e.g. C(node 0 (gpu-a1)).
+  returned: when it gave up with peer_missing
+  type: str
 report:
   description: Controller paths of the incident report (markdown, json, chart), or null when it could not be written.
   returned: when it gave up

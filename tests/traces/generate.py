@@ -57,6 +57,10 @@ class Sim:
         # another process on GPU 0 (a shared board): its pid and, per poll, (util %, extra W)
         self.neighbour_pid = None
         self.neighbour_load = None
+        self.tree = None                  # procs.tree: [{"pid", "ppid", "name"}] while the probe records one
+        self.holders = None               # [(pid, gpu)] holding GPU memory; None: one per GPU, pid + index
+        self.peers = None                 # the `peers` reading of a server over several nodes
+        self.argv = None                  # the server's command line, for the header
         for i in range(gpus):
             self.mem[i] = 0.0
 
@@ -159,6 +163,8 @@ class Sim:
             c = dict(comm or self.comm) if alive else {}
             obs["procs"] = {"count": sum(c.values()), "cpu_s": round(self.cpu_s, 2), "read_bytes": self.read_bytes,
                             "write_bytes": self.write_bytes, "comm": c}
+            if self.tree is not None and alive:
+                obs["procs"]["tree"] = [dict(p) for p in self.tree]
         if self.no_gpu_reason:
             obs.setdefault("missing", {}).update({"gpus": self.no_gpu_reason, "gpu_procs": self.no_gpu_reason})
             for i in range(self.gpus if callable(util) else 0):
@@ -186,7 +192,9 @@ class Sim:
                         g["power_w"] = round(g["power_w"] + n_power, 1)
                 gpus.append(g)
             obs["gpus"] = gpus
-            if alive and self.mem[0] > 0:
+            if alive and self.holders is not None:
+                obs["gpu_procs"] = [{"pid": pid, "gpu": i, "mem_mib": int(mib)} for pid, i, mib in self.holders]
+            elif alive and self.mem[0] > 0:
                 obs["gpu_procs"] = [{"pid": self.pid + i, "gpu": i, "mem_mib": int(self.mem[i])} for i in range(self.gpus)]
             else:
                 obs["gpu_procs"] = []
@@ -198,6 +206,8 @@ class Sim:
         if n in self.reverse_log_polls:
             obs["log"].reverse()
         obs["http"] = {"health": self.health, "completion": self.completion}
+        if self.peers is not None:
+            obs["peers"] = json.loads(json.dumps(self.peers))
         self.observations.append(obs)
         return obs
 
@@ -214,6 +224,8 @@ class Sim:
     def header(self):
         h = {"format": "sglang-trace/1", "name": self.name, "unit": UNIT, "poll_s": self.poll_s, "gpus": self.gpus,
              "description": self.description}
+        if self.argv:
+            h["argv"] = list(self.argv)
         if self.expect:
             h["expect"] = self.expect
         return h
@@ -1540,6 +1552,154 @@ def healthy_load_beside_an_idle_neighbour():
     s_graph(sim, seconds=40, batches=8, mem_gain=600, power_w=(200.0, 320.0))
     s_http_ready(sim)
     sim.expect_ready()
+    return sim
+
+
+# -------------------------------------------------------------------- a child that vanished, a peer that is late
+def sglang_tree(sim, helpers=()):
+    """The unit's processes as the probe's procs.tree names them: the launcher, a scheduler per
+    rank (SGLang's process titles), the detokenizer, and `helpers` [(pid, name)]."""
+    tree = [{"pid": sim.pid, "ppid": 1, "name": "python3"}]
+    tree += [{"pid": 2000 + r, "ppid": sim.pid, "name": "sglang::scheduler_TP%d" % r} for r in range(sim.gpus)]
+    tree.append({"pid": 2100, "ppid": sim.pid, "name": "sglang::detokenizer"})
+    tree += [{"pid": pid, "ppid": 2000, "name": name} for pid, name in helpers]
+    return tree
+
+
+def tree_comm(tree):
+    comm = {}
+    for p in tree:
+        name = p["name"][:15]
+        comm[name] = comm.get(name, 0) + 1
+    return comm
+
+
+def rank_holders(sim, ranks=None):
+    return [(2000 + r, r, sim.mem[r]) for r in (ranks if ranks is not None else range(sim.gpus))]
+
+
+@scenario
+def failed_scheduler_child_sigkilled_mid_capture():
+    sim = Sim("failed_scheduler_child_sigkilled_mid_capture",
+              "TP2: 5 s into CUDA graph capture the kernel's OOM killer SIGKILLs the scheduler of TP1 (no line from it, "
+              "its GPU memory freed); the launcher keeps waiting and TP0 sits in the capture's all-reduce, its GPU idle: "
+              "every process frozen. A rank leaving the unit's processes is a death.", gpus=2, poll_s=5.0, family="new", seed=91)
+    sim.tree = sglang_tree(sim)
+    sim.comm = tree_comm(sim.tree)
+    sim.holders = []
+    s_init(sim)
+    s_init_end(sim)
+    sim.holders = None
+    s_load(sim, 40, 300e6, mem_to=30000)
+    s_kv(sim)
+    graph_begin(sim)
+    sim.run(5.0, cpu_pct=200, mem_to=sim.mem[0] + 200, util=(30, 40))
+    sim.holders = rank_holders(sim)
+    sim.run(5.0, cpu_pct=200, util=(30, 40))
+    kill_t = sim.t + 1.0
+    sim.tree = [p for p in sim.tree if p["pid"] != 2001]
+    sim.comm = tree_comm(sim.tree)
+    sim.holders = rank_holders(sim, [0])
+    sim.mem[1] = 0.0
+    sim.expect_failed("cuda_graph", kill_t)
+    sim.run(6 * 60, cpu_pct=3, util=(0, 0), per_poll=lambda s: setattr(s, "holders", rank_holders(s, [0])), progress=False)
+    return sim
+
+
+@scenario
+def healthy_capture_benchmark_helper_exits_normally():
+    sim = Sim("healthy_capture_benchmark_helper_exits_normally",
+              "TP2 graph capture with a benchmark subprocess (an untitled python3 holding 900 MiB on GPU 0) and compile "
+              "workers: the helper exits when done, the host compiles the winner for 25 s with the GPUs idle, and the "
+              "capture goes on (bursts, memory, the bar): a process that leaves normally is not a death.", gpus=2, poll_s=5.0, family="new", seed=92)
+    sim.tree = sglang_tree(sim)
+    sim.comm = tree_comm(sim.tree)
+    warm_start_to_graph(sim)
+    graph_begin(sim)
+    helper = [(2200, "python3"), (2201, "python3"), (2202, "python3")]
+    sim.tree = sglang_tree(sim, helper)
+    sim.comm = tree_comm(sim.tree)
+    sim.holders = rank_holders(sim) + [(2200, 0, 900)]
+    sim.run(40, cpu_pct=900, util=(30, 60), mem_to=sim.mem[0] + 600)
+    sim.tree = sglang_tree(sim)
+    sim.comm = tree_comm(sim.tree)
+    sim.holders = None
+    sim.run(25, cpu_pct=700, util=(0, 0))    # Inductor picks the winner and compiles it on the host
+    sim.run(60, cpu_pct=800, util=(20, 45), mem_to=sim.mem[0] + 900)
+    s_graph(sim, seconds=30)
+    s_http_ready(sim)
+    sim.expect_ready()
+    return sim
+
+
+def two_node_argv(node_rank, dist_timeout=None):
+    argv = ["python3", "-m", "sglang.launch_server", "--model-path", "/models/Kimi-K2.6", "--tp-size", "2",
+            "--nnodes", "2", "--node-rank", str(node_rank), "--dist-init-addr", "10.0.0.1:20000"]
+    return argv + (["--dist-timeout", str(dist_timeout)] if dist_timeout else [])
+
+
+def peers_reading(node_rank, state, dist_timeout=None):
+    return {"nnodes": 2, "node_rank": node_rank, "dist_init_addr": "10.0.0.1:20000", "dist_timeout_s": dist_timeout,
+            "nodes": [{"node": 0, "addr": "10.0.0.1:20000", "state": state}]}
+
+
+def wait_at_rendezvous(sim, seconds, **kw):
+    """The ranks in torch's rendezvous: a trickle of CPU, a CUDA context each, nothing else."""
+    sim.run(seconds, cpu_pct=1.6, util=(0, 0), **kw)
+
+
+@scenario
+def healthy_late_peer_arrives_after_217s():
+    sim = Sim("healthy_late_peer_arrives_after_217s",
+              "Node 0 of a server over 2 nodes: its ranks wait at the rendezvous (its own store at 10.0.0.1:20000 open) "
+              "for node 1, which starts 217 s late; then the start goes on and comes up. A rank waiting for another node "
+              "is not a stall of this one.", gpus=1, poll_s=5.0, family="old", seed=93)
+    sim.argv = two_node_argv(0)
+    sim.peers = peers_reading(0, "open")
+    s_args(sim)
+    sim.log("Init torch distributed begin.", sim.all_ranks())
+    sim.run(5, cpu_pct=300, mem_to=500)
+    wait_at_rendezvous(sim, 215)
+    s_init_end(sim)
+    sim.peers = None
+    s_load(sim, 40, 300e6, mem_to=30000)
+    s_kv(sim)
+    s_graph(sim, seconds=40)
+    s_http_ready(sim)
+    sim.expect_ready()
+    return sim
+
+
+@scenario
+def failed_peer_never_comes_dist_timeout():
+    sim = Sim("failed_peer_never_comes_dist_timeout",
+              "Node 1 of a server over 2 nodes with --dist-timeout 600: node 0 never comes up, its address refuses; the "
+              "ranks wait 600 s at the rendezvous, then torch gives up and they exit. The verdict names node 0 and "
+              "pages, never a restart of this healthy node.", gpus=1, poll_s=5.0, family="old", seed=94)
+    sim.argv = two_node_argv(1, 600)
+    s_args(sim)
+    sim.log("Init torch distributed begin.", sim.all_ranks())
+    begin = sim.t
+    sim.run(5, cpu_pct=300, mem_to=500)
+    wait_at_rendezvous(sim, begin + 600 - sim.t)
+    sim.expect_failed("distributed_init", sim.t)
+    sim.log("torch.distributed.DistNetworkError: The client socket has timed out after 600000ms while trying to connect "
+            "to (10.0.0.1, 20000).", sim.all_ranks(), dt=1)
+    s_die(sim, dt=3)
+    return sim
+
+
+@scenario
+def stall_single_node_rank_waits_at_rendezvous():
+    sim = Sim("stall_single_node_rank_waits_at_rendezvous",
+              "A server of one node (--nnodes 1): a rank hangs in torch's rendezvous, every process at a trickle of "
+              "CPU: nothing else can come, a local stall.", gpus=2, poll_s=5.0, family="old", seed=95)
+    sim.argv = ["python3", "-m", "sglang.launch_server", "--model-path", "/models/Kimi-K2.6", "--tp-size", "2", "--nnodes", "1"]
+    s_args(sim)
+    sim.log("Init torch distributed begin.", sim.all_ranks())
+    sim.run(5, cpu_pct=300, mem_to=500)
+    sim.expect_stalled("distributed_init")
+    wait_at_rendezvous(sim, 8 * 60, progress=False)
     return sim
 
 

@@ -8,7 +8,9 @@ that decided:
 2. any sign of life defers: progress channels, bursts of GPU utilisation, child processes
    coming and going, stacks that change (life_signs.py);
 3. a stall needs a positive signature: frozen, parked (identical stacks in a wait, GPUs
-   flat), spinning, stopped (stall_signatures.py), or dead (the unit's main process gone);
+   flat), spinning, stopped (stall_signatures.py), or dead (the unit's main process gone, or a
+   rank of it: child_deaths.py); a rank of a server over several nodes waiting at the
+   rendezvous waits for a peer, not a stall of this node (peer_wait.py);
 4. never keep a server down by our own verdict: observe-only starts (observe_only_gate.py);
 5. blind means patient, not deaf: longer windows without GPU readings or stacks, a frozen
    CPU clock or stopped processes decide alone, and a hard ceiling ends every start
@@ -20,12 +22,14 @@ HTTP here; readiness.py says when a start is ready.
 """
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import log_lines
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.assessment import Assessment
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.child_deaths import ChildDeaths
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector_settings import DetectorSettings
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.gpu_readings import GpuReadings
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.line_confirmation import LineConfirmation
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.line_verdicts import LineVerdicts
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.log_reading import LogReading
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.main_process import MainProcessWatch
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.peer_wait import PEER_MISSING, WAITING_PEER, PeerWait
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.observe_only_gate import CEILING_CODE, OBSERVING, ObserveOnlyGate
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.phases import PhaseModel
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.process_readings import ProcessReadings
@@ -38,7 +42,7 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.unit_gpu
 class Detector:
     """Everything it needs comes with the observations; the thresholds are the settings."""
 
-    def __init__(self, settings=None, observe_only=None):
+    def __init__(self, settings=None, observe_only=None, layout=None):
         self.settings = settings or DetectorSettings()
         s = self.settings
         self.lines = LineConfirmation(s.line_confirm_window_s, s.line_freeze_min_s, log_lines.fatal_priority,
@@ -53,6 +57,8 @@ class Detector:
         self._gpus = GpuReadings(s)
         self._unit_memory = UnitGpuMemory()
         self._stacks = StackSamples(s)
+        self._children = ChildDeaths(s)
+        self._peers = PeerWait(s, layout)   # layout: server_layout.ServerLayout, else from `peers`
         self._http = None         # last http dict
         self._http_rank = None
         self._line_verdicts = LineVerdicts(s, self.lines, self.phases, self._log, self._procs, self._gpus, self._stacks)
@@ -84,6 +90,9 @@ class Detector:
         self._gpus.read_missing(obs, t)
         self._read_http(obs.get("http"), t, moved, first)
         self._stacks.read(obs.get("stacks"), t, moved)
+        self._children.read(obs, t, self._unit.main_pid, self._log.child_deaths)
+        self._peers.read(obs)
+        waiting = self._peers.waiting(t, self._log.rendezvous_t, self._log.at_rendezvous)
 
         for ch in moved:
             self.last_moved[ch] = t
@@ -94,13 +103,19 @@ class Detector:
         progress = self._progress(t)
         evidence = {"moved": sorted(set(moved)), "last_moved": dict(self.last_moved)}
         evidence.update(facts)
+        if waiting:
+            progress["peer"] = self._peers.words(t)
 
         if is_ready(obs, self.settings, self._log.ready_line):
             evidence["rule"] = "ready: %s" % ready_rule(obs)
             return self._decide(Assessment(t, "ready", "ready", "ready", ready_reason(obs), evidence, progress))
-        failed = self._line_verdicts.judge(t, dead, moved, evidence, progress)
-        if failed is not None:
-            return self._decide(failed, dead=bool(dead))
+        failed = self._line_verdicts.judge(t, dead, moved, evidence, progress) or self._child_died(t, moved, evidence, progress)
+        if failed is not None and waiting and self._peers.died_of_timeout(t):
+            failed = self._peer_missing(t, evidence, progress, "the ranks gave up waiting: " + failed.reason)
+        if failed is not None:   # a rank gone is a dead process too (rule 4 holds no verdict on it)
+            return self._decide(failed, dead=bool(dead) or (failed.evidence.get("child_died") or {}).get("rank", False))
+        if waiting and self._peers.timed_out(t):
+            return self._decide(self._peer_missing(t, evidence, progress, "past the rendezvous's timeout"))
         if self.gate.ceiling_reached(t):
             evidence["rule"] = "rule 4: observe-only ceiling"
             return self._decide(Assessment(t, self.phases.phase, "stalled", CEILING_CODE, self.gate.ceiling_words(t),
@@ -109,7 +124,33 @@ class Detector:
             self._held = None
             return Assessment(t, self.phases.phase, "progressing", "progressing" if moved else "starting",
                               self._moving_words(moved), evidence, progress)
+        if waiting:
+            evidence["rule"] = "rule 3: a rank at the rendezvous of a server over %d nodes waits for a peer, not a stall of this node" % (
+                self._peers.layout.nnodes)
+            evidence["peer_wait"] = self._peers.evidence(t)
+            return Assessment(t, self.phases.phase, "quiet", WAITING_PEER, self._peers.words(t), evidence, progress)
         return self._still_held(self._judge_silence(t, evidence, progress))
+
+    def _child_died(self, t, moved, evidence, progress):
+        """Rule 3's dead signature for a child (child_deaths.py): a rank, or a GPU holder the start froze after, gone."""
+        gpus = self._gpus.fresh(t)
+        death = self._children.judge(t, lambda since_t: self._line_verdicts.signs_after(t, since_t, moved),
+                                     gpus is not None and not gpus.all_idle)
+        if self._children.left_normally:
+            evidence["children_left"] = self._children.left_normally[-5:]
+        if death is None:
+            return None
+        evidence["child_died"] = death.to_evidence()
+        evidence["rule"] = ("rule 3: a rank left the unit's processes while the start went on" if death.rank else
+                            "rule 3: a GPU holder left the unit and the start froze after it")
+        return Assessment(t, self.phases.phase, "failed", "child_died", death.words(), evidence, progress)
+
+    def _peer_missing(self, t, evidence, progress, why):
+        """The verdict that pages: the node named never joined this node's rendezvous."""
+        evidence["rule"] = "rule 3: a peer node never joined the rendezvous (%s)" % why[:200]
+        evidence["peer_wait"] = self._peers.evidence(t)
+        evidence["missing_node"] = self._peers.missing_nodes()
+        return Assessment(t, self.phases.phase, "failed", PEER_MISSING, self._peers.missing_words(t), evidence, progress)
 
     def _read_http(self, http, t, moved, first):
         """`http` moves when the health answer got better: refused, timeout, 5xx, 200."""

@@ -128,6 +128,13 @@ class DetectorSettings:
     heartbeat_repeat_polls: int = 3
     # A missing signal older than this is treated as unknown, not as its last value.
     signal_stale_s: float = 60.0
+    # A GPU holder SGLang did not name as a rank that left the unit is a death once the start
+    # stays frozen this long after it (child_deaths.py; a rank's leaving is a death at once).
+    child_freeze_min_s: float = 20.0
+    # A server over several nodes whose ranks wait at the rendezvous past their --dist-timeout
+    # (peer_wait.py) is called `peer_missing` this long after it (torch's own error and the
+    # ranks' exit come first when they come).
+    peer_timeout_grace_s: float = 30.0
     # Ready is a successful completion. Unless this is True, a 200 from /health after the
     # "ready to roll" line also counts (SGLang's /health runs a one-token generation),
     # provided no completion was tried and failed in that poll.

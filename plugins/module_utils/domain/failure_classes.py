@@ -12,7 +12,8 @@ from dataclasses import dataclass
 VERDICTS = ("progressing", "quiet", "suspect", "observing", "stalled", "failed", "ready")
 FINAL_VERDICTS = ("ready", "stalled", "failed")
 # Reason codes of the verdicts that are not failure classes.
-INTERIM_CODES = ("starting", "progressing", "quiet", "suspect_spin", "suspect_idle", "observe_only", "ready")
+INTERIM_CODES = ("starting", "progressing", "quiet", "suspect_spin", "suspect_idle", "observe_only", "ready",
+                 "waiting_peer")
 # The watch's own verdict when it could not observe the host (a failure class, below).
 PROBE_ERROR = "probe_error"
 # The detector called the start ready; the watch waits for a completion to answer.
@@ -64,6 +65,13 @@ _CLASSES = (
                  "unknown cause; one restart is worth trying", exit_code=71),
     FailureClass("process_exited", "failed", "server process exited", True,
                  "the process died (exit 0 included); one restart is worth trying", exit_code=70),
+    FailureClass("child_died", "failed", "a rank of the server died while the start went on", True,
+                 "a scheduler process was killed (the kernel's OOM killer, a signal) or exited; the launcher may "
+                 "wait for it forever; one restart is worth trying, a second death needs a look at host memory",
+                 exit_code=89),
+    FailureClass("peer_missing", "failed", "another node of the server never joined the rendezvous", False,
+                 "this node waited for the node named up to the rendezvous's timeout; restarting this node cannot "
+                 "bring the other: on-call starts or repairs the node named", exit_code=90),
     FailureClass("weight_cache_daemon_died", "failed", "the weight cache daemon died", True,
                  "the engine logged that the daemon holding its weights died (it kills itself then), or the "
                  "supervisor of the daemon unit found a daemon process gone; a cold restart (daemon, then "

@@ -79,7 +79,11 @@ class LineVerdicts:
         return sorted(set(progress))
 
     def _after_line(self, t, h, moved):
-        """(signs of life, frozen) of this poll for an open hypothesis. frozen is True for a
+        return self.signs_after(t, h.t, moved)
+
+    def signs_after(self, t, since_t, moved):
+        """(signs of life, frozen) of this poll after an event at `since_t` (a lethal line, a
+        child leaving). frozen is True for a
         stall signature (spinning GPUs, stopped processes, CPU idle with GPUs idle or unread,
         or unread GPUs and a CPU pinned at a steady rate), False when the poll shows work, and
         None when it says nothing (no fresh CPU reading)."""
@@ -87,7 +91,7 @@ class LineVerdicts:
         life = [m for m in moved if m not in ("log", "bar", "http")]
         if "bar" in moved or "http" in moved:
             life.append("progress")
-        if self.log.life_log_t is not None and self.log.life_log_t > h.t:
+        if self.log.life_log_t is not None and self.log.life_log_t > since_t:
             life.append("log")
         gpus = sig["gpus"]
         # a GPU going from idle to spinning is the freeze starting, not kernels finishing

@@ -34,6 +34,16 @@ PHASE_MARKERS = (
     (re.compile(r"The server is fired up and ready to roll"), "ready"),
 ) + weight_cache.PHASE_MARKERS   # the weight cache daemon's load, the engine attaching to it
 
+# The rendezvous: every rank of every node meets in torch.distributed's init (both log families).
+RENDEZVOUS = re.compile(r"Init (?:torch distributed|parallel) (begin|ends)")
+
+
+def rendezvous_mark(text):
+    """"begin" or "end" of a line opening or closing the ranks' rendezvous, else None."""
+    m = RENDEZVOUS.search(text or "")
+    return None if m is None else ("begin" if m.group(1) == "begin" else "end")
+
+
 # (pattern, reason code), most specific first: the first class that matches any line
 # of a poll names the failure.
 FATAL_PATTERNS = (

@@ -6,7 +6,7 @@ phase (phases.py), move a tqdm bar (`bar`), open or sharpen rule 1's hypothesis
 channel; heartbeats and lines repeated for heartbeat_repeat_polls polls are noise. The times of
 the latest line saying the process carries on and of the latest ordinary line are kept for rule 1.
 """
-from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import log_lines, tqdm_frames
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import log_lines, sglang_dialect, tqdm_frames
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.sglang_dialect import bar_kind
 
 
@@ -25,6 +25,9 @@ class LogReading:
         self._survived_traceback_t = None  # "Exception ignored in ...": the traceback after it is survived
         self._partial = None          # (t, text, polls carried) of a record journald cut at LineMax
         self._heartbeat_polls = {}
+        self.rendezvous_t = None      # journal time the ranks began their rendezvous
+        self.rendezvous_done = False  # a rank said it ended
+        self.child_deaths = {}        # pid -> how a child died, as its launcher or the kernel said
 
     def read(self, records, t, moved, facts):
         """Phase markers, lethal and survivable lines, exit lines and log progress of one
@@ -64,7 +67,11 @@ class LogReading:
             line = log_lines.classify(part)
             if line.phase is not None:
                 self.phases.enter(line.phase, rec_t)
+                self._on_rendezvous(log_lines.rendezvous_mark(line.text), rec_t)
                 self.ready_line = self.ready_line or line.phase == "ready"
+            death = sglang_dialect.child_death_line(line.text)
+            if death is not None:
+                self.child_deaths[death[0]] = death[1]
             if line.fatal_code or line.survivable:
                 self._on_failure_line(line, part.strip(), rec_t, t, facts)
             if line.exit_status:
@@ -81,6 +88,17 @@ class LogReading:
                 self.life_log_t = rec_t   # the process says it carries on
             if not line.chatter and (self.ordinary_t is None or rec_t > self.ordinary_t):
                 self.ordinary_t = rec_t
+
+    def _on_rendezvous(self, mark, rec_t):
+        if mark == "begin" and self.rendezvous_t is None:
+            self.rendezvous_t = rec_t
+        elif mark == "end":
+            self.rendezvous_done = True
+
+    @property
+    def at_rendezvous(self):
+        """A rank began the rendezvous and none has ended it."""
+        return self.rendezvous_t is not None and not self.rendezvous_done
 
     def _on_failure_line(self, line, text, rec_t, t, facts):
         """Lethal lines open (or sharpen) the fault awaiting proof; survivable ones are evidence."""

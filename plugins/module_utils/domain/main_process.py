@@ -17,6 +17,11 @@ class MainProcessWatch:
         self._main_pid = None
         self._restarts = None
 
+    @property
+    def main_pid(self):
+        """The main PID of the start's first readings, None while unknown (pid mode)."""
+        return self._main_pid
+
     def gone(self, obs, facts, later_poll):
         """Words saying why the main process is gone, or None while it runs. `facts` gets the
         unit's state and holds the journal's exit line (log_reading.py); `later_poll`: not the

@@ -35,6 +35,16 @@ def strip_prefix(msg):
     return text, tp_rank(ranks)
 
 
+# ---- the command line ------------------------------------------------------------------
+def flag_value(argv, name, default):
+    """The value of `--name VALUE` or `--name=VALUE` in an argv list, else default."""
+    for i, arg in enumerate(argv):
+        key, sep, value = arg.partition("=")
+        if key == name:
+            return value if sep else (argv[i + 1] if i + 1 < len(argv) else default)
+    return default
+
+
 # ---- the model ---------------------------------------------------------------------------
 # SGLang prints its arguments at start-up: up to 0.5.16 "server_args=ServerArgs(model_path='/models/Kimi-K2.6',
 # ...)", 0.5.23 "server_args={'model_path': '/models/Kimi-K2.6', ...}" (sglang-facts.md, log lines).
@@ -71,6 +81,14 @@ _SCHEDULER_TITLE = re.compile(r"sglang::scheduler_((?:[A-Z]P\d+_?)+)")
 _RANK_ARG = re.compile(r"(?:--tp-rank|--rank|TP_RANK=)[ =]?(\d+)")
 
 
+SCHEDULER_COMM = "sglang::schedul"   # a scheduler's title as the kernel keeps it: the 15-character comm
+
+
+def is_rank_name(name):
+    """A process name (its title, else its comm) of one of SGLang's ranks: a scheduler."""
+    return bool(name) and (name.startswith(SCHEDULER_COMM) or rank_of(name) is not None)
+
+
 def is_server_title(cmdline):
     """A process SGLang titled itself (any of its children)."""
     return (cmdline or "").strip().startswith(SERVER_TITLE_PREFIX)
@@ -86,6 +104,28 @@ def rank_of(title_or_cmdline):
     m = _RANK_ARG.search(text)
     if m:
         return "TP%s" % m.group(1)
+    return None
+
+
+# ---- a child's death, as its launcher or the kernel tells it -------------------------------
+# SGLang 0.5.23's SubprocessWatchdog: "Subprocess scheduler_0 (pid=4242) crashed with exit code -9.
+# Triggering SIGQUIT for cleanup..."; its launcher's SIGCHLD handler: "Child process unexpectedly
+# failed with exitcode=9. pid=4242"; the kernel (the journal's kernel transport): "Out of memory:
+# Killed process 4242 (python3) total-vm:..." and "oom-kill:constraint=...,task=python3,pid=4242,uid=0".
+_DEATH_LINES = (
+    (re.compile(r"Subprocess (?P<name>\S+) \(pid=(?P<pid>\d+)\) crashed with exit code (?P<code>-?\d+)"), "exit code %(code)s"),
+    (re.compile(r"Child process unexpectedly failed with exitcode=(?P<code>-?\d+)\. pid=(?P<pid>\d+)"), "exit status %(code)s"),
+    (re.compile(r"Out of memory: Killed process (?P<pid>\d+) \((?P<name>[^)]*)\)"), "killed by the kernel's OOM killer"),
+    (re.compile(r"oom-kill:.*\btask=(?P<name>[^,]*),pid=(?P<pid>\d+)"), "killed by the kernel's OOM killer"),
+)
+
+
+def child_death_line(text):
+    """(pid, how it died) of a line saying a child process died, else None."""
+    for pattern, how in _DEATH_LINES:
+        m = pattern.search(text or "")
+        if m:
+            return int(m.group("pid")), how % m.groupdict()
     return None
 
 

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import failure_classes
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.sglang_dialect import flag_value
 
 RESTART_WARM = "warm"
 RESTART_COLD = "cold"
@@ -116,14 +117,6 @@ def budget_reason(budget, min_deliveries):
     return None
 
 
-def _flag(argv, name, default):
-    for i, arg in enumerate(argv):
-        key, sep, value = arg.partition("=")
-        if key == name:
-            return value if sep else (argv[i + 1] if i + 1 < len(argv) else default)
-    return default
-
-
 def daemon_launcher(cmdlines):
     """The daemon launcher's argv among processes' argvs: `python -m sglang.srt.weight_cache.daemon ...`
     (a single daemon started with --gpu-id counts too); None when none runs."""
@@ -140,16 +133,16 @@ def status_commands(launcher_argv):
     argv = list(launcher_argv or ())
     if not daemon_launcher([argv]):
         raise ValueError("not a weight cache daemon command line: %r" % argv[:3])
-    model_path = _flag(argv, "--model-path", None)
+    model_path = flag_value(argv, "--model-path", None)
     if not model_path:
         raise ValueError("the weight cache daemon's command line has no --model-path")
     try:
-        single = _flag(argv, "--gpu-id", None)
+        single = flag_value(argv, "--gpu-id", None)
         if single is not None:
             gpus = [int(single)]
         else:
-            tp, nnodes = int(_flag(argv, "--tp-size", "1")), int(_flag(argv, "--nnodes", "1"))
-            base, step = int(_flag(argv, "--base-gpu-id", "0")), int(_flag(argv, "--gpu-id-step", "1"))
+            tp, nnodes = int(flag_value(argv, "--tp-size", "1")), int(flag_value(argv, "--nnodes", "1"))
+            base, step = int(flag_value(argv, "--base-gpu-id", "0")), int(flag_value(argv, "--gpu-id-step", "1"))
             gpus = [base + r * step for r in range(max(1, tp // max(1, nnodes)))]
     except ValueError as exc:
         raise ValueError("the weight cache daemon's GPU flags are not numbers: %r" % argv) from exc

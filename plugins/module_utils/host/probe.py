@@ -19,11 +19,13 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.host import (
     journal_reader,
     logfile_reader,
     nvidia_smi,
+    peer_probe,
     procfs,
     pyspy,
     systemd_unit,
 )
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain import sglang_dialect, weight_cache
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.server_layout import layout_of
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records import prometheus_text, start_records
 
 
@@ -231,6 +233,17 @@ def read_running_requests(base_url, timeout_s):
     return counts, None
 
 
+def read_peers(cmdline):
+    """The `peers` reading of a server over several nodes (its command line names --nnodes > 1
+    and --dist-init-addr): its layout and whether node 0's store at that address answers; None
+    for a server of one node."""
+    layout = layout_of(cmdline or "")
+    if not layout.several_nodes or not layout.dist_init_addr:
+        return None
+    state = peer_probe.connect_state(layout.dist_init_addr)
+    return dict(layout.to_dict(), nodes=[{"node": 0, "addr": layout.dist_init_addr, "state": state}])
+
+
 def _observe(req, missing):
     """(observation, cursor, the nvidia-smi snapshot it read)."""
     obs = {"ts": round(time.time(), 3)}
@@ -238,6 +251,9 @@ def _observe(req, missing):
     pids, main_pid, state = _service_pids(req, obs, missing)
     if pids is not None:
         obs["procs"] = procfs.read_procs(pids).to_obs()
+    peers = read_peers(procfs.read_cmdline(main_pid) if main_pid else None)
+    if peers is not None:
+        obs["peers"] = peers
 
     snap = nvidia_smi.read_gpus(req.gpu_timeout_s, req.nvidia_smi)
     if snap.gpus is not None:

@@ -6,6 +6,7 @@ process may exit between listing and reading: it is then simply not counted.
 import os
 from dataclasses import dataclass, field
 
+EXITED_STATES = ("Z", "X")   # zombie (not reaped yet), dead
 CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -16,6 +17,7 @@ class ProcStat:
     state: str
     ppid: int
     cpu_ticks: int  # utime + stime + cutime + cstime (reaped children's CPU stays counted)
+    exit_code: object = None  # field 52: a zombie's wait status (its signal or exit status), else 0
 
 
 @dataclass
@@ -33,10 +35,11 @@ class ProcsSummary:
     comm: dict = field(default_factory=dict)
     states: dict = field(default_factory=dict)
     io_unreadable: int = 0
+    tree: list = field(default_factory=list)   # [{"pid", "ppid", "name"}] of each process read
 
     def to_obs(self):
         d = {"count": self.count, "cpu_s": round(self.cpu_s, 2), "comm": dict(self.comm),
-             "states": dict(self.states)}
+             "states": dict(self.states), "tree": [dict(p) for p in self.tree]}
         if self.read_bytes is not None:
             d["read_bytes"] = self.read_bytes
             d["write_bytes"] = self.write_bytes
@@ -55,7 +58,8 @@ def parse_stat(text):
     state = rest[0]
     ppid = int(rest[1])
     ticks = sum(int(x) for x in rest[11:15])
-    return ProcStat(pid=pid, comm=comm, state=state, ppid=ppid, cpu_ticks=ticks)
+    exit_code = int(rest[49]) if len(rest) > 49 else None
+    return ProcStat(pid=pid, comm=comm, state=state, ppid=ppid, cpu_ticks=ticks, exit_code=exit_code)
 
 
 def parse_io(text):
@@ -121,12 +125,24 @@ def read_cmdline(pid, proc_root="/proc"):
     return raw.replace("\0", " ").strip()
 
 
-def summarize(stats, ios, clock_ticks_per_s=CLOCK_TICKS_PER_S):
-    """Pure: per-process readings -> ProcsSummary. `ios` maps pid -> ProcIo or None."""
+def process_name(comm, cmdline):
+    """The name a process gave itself: a title it set (setproctitle writes it over the command
+    line and its first 15 characters as comm, as SGLang titles its schedulers), else its comm."""
+    first = (cmdline or "").split(" ")[0]
+    return first if len(first) > len(comm) and first.startswith(comm) else comm
+
+
+def summarize(stats, ios, clock_ticks_per_s=CLOCK_TICKS_PER_S, names=None):
+    """Pure: per-process readings -> ProcsSummary. `ios` maps pid -> ProcIo or None; `names`
+    pid -> the name process_name() gave it (default: its comm)."""
     s = ProcsSummary()
     any_io = False
     for st in stats:
         s.count += 1
+        member = {"pid": st.pid, "ppid": st.ppid, "name": (names or {}).get(st.pid, st.comm), "state": st.state}
+        if st.state in EXITED_STATES and st.exit_code is not None:
+            member["exit_code"] = st.exit_code   # a zombie its parent has not reaped: how it ended
+        s.tree.append(member)
         s.cpu_s += st.cpu_ticks / float(clock_ticks_per_s)
         s.comm[st.comm] = s.comm.get(st.comm, 0) + 1
         s.states[st.state] = s.states.get(st.state, 0) + 1
@@ -144,11 +160,12 @@ def summarize(stats, ios, clock_ticks_per_s=CLOCK_TICKS_PER_S):
 
 def read_procs(pids, proc_root="/proc"):
     """Summary over the given PIDs; processes gone by the time they are read are skipped."""
-    stats, ios = [], {}
+    stats, ios, names = [], {}, {}
     for pid in pids:
         st = read_stat(pid, proc_root)
         if st is None:
             continue
         stats.append(st)
         ios[pid] = read_io(pid, proc_root)
-    return summarize(stats, ios)
+        names[pid] = process_name(st.comm, read_cmdline(pid, proc_root))
+    return summarize(stats, ios, names=names)

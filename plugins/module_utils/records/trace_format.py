@@ -22,6 +22,7 @@ import json
 import math
 import os
 
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.server_layout import layout_from_dict, layout_of
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.eta import LoadConditions
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.redaction import redact
 
@@ -60,8 +61,23 @@ def check_header(header, path="<trace>", line_no=1):
             _expect(isinstance(exp.get("onset_t"), _NUM), path, line_no, "expect.onset_t must be a number")
     _expect(header.get("settings") is None or isinstance(header["settings"], dict), path, line_no,
             "settings must be a JSON object (the detector settings that decided)")
+    _expect(header.get("server") is None or layout_from_dict(header["server"]) is not None, path, line_no,
+            "server must be a JSON object with an integer nnodes")
+    argv = header.get("argv")
+    _expect(argv is None or (isinstance(argv, list) and all(isinstance(a, str) for a in argv)), path, line_no,
+            "argv must be a list of strings (the server's command line)")
     _check_conditions(header.get("load_conditions"), path, line_no)
     return header
+
+
+def trace_layout(header):
+    """The ServerLayout of the server a trace recorded: its header's `server`, else its `argv`;
+    None without either."""
+    recorded = layout_from_dict(header.get("server"))
+    if recorded is not None:
+        return recorded
+    argv = header.get("argv")
+    return layout_of(argv) if argv else None
 
 
 def _check_conditions(recorded, path, line_no):
@@ -90,7 +106,8 @@ def check_observation(obs, prev_t, path="<trace>", line_no=0):
     _expect(prev_t is None or t >= prev_t, path, line_no, "t goes backwards (%s after %s)" % (t, prev_t))
     typed = (("unit", dict), ("procs", dict), ("gpus", list), ("gpu_procs", list), ("log", list),
              ("http", dict), ("stacks", list), ("missing", dict), ("assessment", dict),
-             ("weight_cache", dict), ("load_conditions", dict), ("eta", dict))
+             ("weight_cache", dict), ("load_conditions", dict), ("eta", dict),
+             ("peers", dict))
     for key, kind in typed:
         if key in obs and obs[key] is not None:
             _expect(isinstance(obs[key], kind), path, line_no, "%s must be a %s" % (key, "list" if kind is list else "JSON object"))
@@ -113,6 +130,9 @@ def check_observation(obs, prev_t, path="<trace>", line_no=0):
     if isinstance(procs, dict):
         for k in ("count", "cpu_s", "read_bytes", "write_bytes"):
             _expect(procs.get(k) is None or isinstance(procs.get(k), _NUM), path, line_no, "procs.%s must be a number" % k)
+        tree = procs.get("tree")
+        _expect(tree is None or (isinstance(tree, list) and all(isinstance(p, dict) and isinstance(p.get("pid"), int) for p in tree)),
+                path, line_no, "procs.tree must be a list of {pid, ppid, name}")
     for s in obs.get("stacks") or ():
         _expect(isinstance(s, dict) and isinstance(s.get("frames"), list), path, line_no, "every stacks entry needs a frames list")
         _expect(s.get("rank") is None or isinstance(s.get("rank"), (int, str)), path, line_no,
@@ -206,13 +226,15 @@ def read_trace(path):
         return read_trace_file(f, path)
 
 
-def trace_header(name, unit, poll_s, gpus, description="", settings=None, load_conditions=None):
+def trace_header(name, unit, poll_s, gpus, description="", settings=None, load_conditions=None, layout=None):
     """The first line of a trace. No `expect`: a recorded start carries no label.
 
     settings: the DetectorSettings that decide this start; recorded as `settings` (every
     field) with `code` (code_version()), so `replay` decides the trace as it was decided.
     load_conditions: the LoadConditions (or their dict) the start's ETA estimates with, so
     `replay --eta` estimates as the start did.
+    layout: the server's ServerLayout (its nodes, from its command line), recorded as `server` so
+    `replay` knows them as the watch did (the command line itself may hold a key).
     """
     header = {"format": FORMAT, "name": name, "unit": unit, "poll_s": float(poll_s)}
     if gpus:  # a host where nvidia-smi could not be read leaves the count out
@@ -223,6 +245,8 @@ def trace_header(name, unit, poll_s, gpus, description="", settings=None, load_c
         header["code"] = code_version()
     if load_conditions is not None:
         header["load_conditions"] = _conditions_dict(load_conditions)
+    if layout is not None:
+        header["server"] = layout.to_dict()
     return header
 
 

@@ -16,6 +16,7 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.failure_
     FINAL_VERDICTS, PROBE_ERROR, READY_PENDING)
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services.observe_only import words as observe_only_words
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.progress_line import SEP, progress_line
+from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.server_layout import layout_of
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import (
     TraceWriter, relative_observation, trace_header)
 
@@ -76,6 +77,9 @@ class WatchOptions:
     # Rule 4 (module_utils/services/observe_only.py): a observe_only_decision.ObserveOnly when the same verdict
     # ended the unit's last starts; the detector then holds its verdicts up to the ceiling.
     observe_only: object = None
+    # The server's command line where the watch knows it (the supervisor runs it): its nodes
+    # (server_layout.py) decide a rank waiting at the rendezvous; recorded as the trace's `server`.
+    server_argv: object = None
 
 
 @dataclasses.dataclass
@@ -134,7 +138,7 @@ def _open_trace(target, options, obs, conditions):
         return None
     gpus = len(obs.get("gpus") or [])
     header = trace_header(target.name, target.unit, options.poll_s, gpus, target.description, settings=options.settings,
-                          load_conditions=conditions)
+                          load_conditions=conditions, layout=layout_of(options.server_argv) if options.server_argv else None)
     return (target.open_writer or TraceWriter)(target.path, header)
 
 
@@ -148,8 +152,10 @@ def watch_start(access, options, t0, new_detector=None):
     """Watch from t0 (epoch seconds, the start; the journal is read from then) through
     access (a HostAccess) to a final verdict -> WatchResult."""
     make = new_detector or Detector
-    detector = make(options.settings) if options.observe_only is None else \
-        make(options.settings, observe_only=options.observe_only)
+    kw = {} if options.observe_only is None else {"observe_only": options.observe_only}
+    if options.server_argv:
+        kw["layout"] = layout_of(options.server_argv)
+    detector = make(options.settings, **kw)
     trace, cursor, stacks = None, None, False
     recorded = options.recorded_outlook or options.outlook
     recorded_conditions = None

@@ -231,7 +231,7 @@ class Supervisor:
                               "start of %s watched by its supervisor%s" % (self.s.unit, held),
                               open_writer=self._open_trace),
             outlook=None, recorded_outlook=self.outlook,   # the outlook runs in _on_poll; the trace records it
-            observe_only=self.observe_only)
+            observe_only=self.observe_only, server_argv=self.server.argv)
         return watch_start(_LocalHostAccess(self), options, self.t0,
                            new_detector=lambda settings, **kw: _Observed(Detector(settings, **kw), self._on_poll))
 

@@ -177,7 +177,7 @@ def _attempt_trace(files, attempt, settings):
     if trace is None:
         return {}, [], []
     header, observations = trace
-    return header, observations, _stored_assessments(observations) or replay.assessments(observations, replay.settings_or_defaults(settings))
+    return header, observations, _stored_assessments(observations) or replay.assessments(observations, replay.settings_or_defaults(settings), header)
 
 
 def daemon_start_traces(files, run):
@@ -244,7 +244,7 @@ def write_trace_report(trace_path, out_dir, runbook_path=None):
         raise ReportInputError("cannot read trace %s: %s" % (trace_path, exc.strerror or exc))
     except ValueError as exc:
         raise ReportInputError(str(exc))
-    assessments = _stored_assessments(observations) or replay.assessments(observations, replay.settings_or_defaults(None))
+    assessments = _stored_assessments(observations) or replay.assessments(observations, replay.settings_or_defaults(None), header)
     runbook_path = runbook_path or runbook_mod.default_runbook_path()
     incident = build_incident(header, observations, assessments, run=None,
                               runbook=_runbook(runbook_path), trace_files=[TRACE_COPY])

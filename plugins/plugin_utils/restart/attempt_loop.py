@@ -83,6 +83,9 @@ class AttemptLoop:
         attempt = dict(run.current_attempt)
         attempt.update(watched.to_dict())
         attempt["probe_cost"] = watched.probe_cost
+        missing_node = (outcome.evidence or {}).get("missing_node")
+        if missing_node:
+            attempt["missing_node"] = missing_node   # a peer that never came: the report names it
         self.weights.note_plan(attempt, planned)
         run.current_attempt = None
         run.record["attempts"].append(attempt)

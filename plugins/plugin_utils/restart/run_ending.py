@@ -74,15 +74,21 @@ class RunEnding:
         if because is None:
             because = "%s: %s" % (phase, code) if phase in ("preflight", "stopping") else code
         run.record["gave_up_because"] = because
+        missing = _with_host(run.record["attempts"][-1].get("missing_node") if run.record["attempts"] else None, run.server)
+        if missing:
+            run.record["missing_node"] = missing   # a peer that never came: run.json and the report name it
         res = self.finish("gave_up", phase, code, reason, failed=True, verdict=verdict)
         title = FAILURE_CLASSES[code].title if code in FAILURE_CLASSES else code
         held = observe_only_step.summary_words(run.record["attempts"])
         kind = ("Last start %s (%s). " % (res["restart_kind"], res["restart_kind_reason"])
                 if res.get("restart_kind") else "")
+        if missing:
+            res["missing_node"] = missing
         # the summary Ansible prints: one line, whatever the reason a record gave held
-        res["msg"] = inert("%s: gave up on %s after %s, in phase %s: %s (%s): %s. Why no restart: %s. %s%s"
+        res["msg"] = inert("%s: gave up on %s after %s, in phase %s: %s (%s): %s. Why no restart: %s. %s%s%s"
                            "Artifacts: %s" % (run.host, run.unit_words(), counted(n, "attempt"), phase, title, code,
                                               redact_secrets(reason), because, "Rule 4: %s. " % held if held else "",
+                                              "The node that never came: %s. " % missing if missing else "",
                                               kind, run.artifacts_words()))
         res["report"], report_error = self._write_incident_report()
         if report_error:
@@ -129,3 +135,12 @@ class RunEnding:
             error = "incident report could not be written: %s: %s" % (type(exc).__name__, exc)
             self.run.access.emit(error)
             return None, error
+
+
+def _with_host(missing_node, server):
+    """"node 0" as the inventory knows it, "node 0 (gpu-a1)", where the run knows the server's nodes."""
+    words = (missing_node or "").split()
+    if server is None or len(words) != 2 or words[0] != "node" or not words[1].isdigit():
+        return missing_node
+    rank = int(words[1])
+    return "%s (%s)" % (missing_node, server.nodes[rank]) if rank < len(server.nodes) else missing_node

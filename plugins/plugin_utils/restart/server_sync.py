@@ -186,6 +186,8 @@ class ServerSync:
                 action, why = policy.action, policy.reason
             offer = {"verdict": own.verdict, "phase": own.phase, "reason_code": own.reason_code,
                      "reason": own.reason, "t": own.t, "action": action, "why": why}
+            if (own.evidence or {}).get("missing_node"):
+                offer["missing_node"] = own.evidence["missing_node"]   # every node's report names it
             decided = self.decide(n, offer)
         if decided is None or decided.get("action") is None:   # another node gave up instead
             gone = self.aborted()
@@ -197,5 +199,6 @@ class ServerSync:
 
 def _as_assessment(decided, t):
     """A recorded decision as an Assessment at t, the deciding node named in the reason."""
+    evidence = {"missing_node": decided["missing_node"]} if decided.get("missing_node") else {}
     return Assessment(t, decided["phase"], decided["verdict"], decided["reason_code"],
-                      "node %s: %s" % (decided["node"], decided["reason"]))
+                      "node %s: %s" % (decided["node"], decided["reason"]), evidence)

@@ -9,7 +9,7 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.detector
 from ansible_collections.sglang_ops.serving.plugins.module_utils.domain.failure_classes import UNDECIDED
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.start_history import (
     HISTORY_LIMIT, history_traces, load_history)
-from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import header_settings, recorded_conditions
+from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import header_settings, recorded_conditions, trace_layout
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services.start_outlook import StartOutlook
 
 
@@ -23,10 +23,10 @@ def parse_overrides(pairs):
     return out
 
 
-def assessments(observations, settings):
+def assessments(observations, settings, header=None):
     """The detector's assessment (as a dict) of every observation, in order, past a final
     one too: the report of a trace that does not carry the watch's own assessments."""
-    det = Detector(settings)
+    det = Detector(settings, layout=trace_layout(header or {}))
     return [det.observe(obs).to_dict() for obs in observations]
 
 
@@ -44,7 +44,7 @@ def settings_or_defaults(recorded):
 def replay(header, observations, settings, on_assessment=None):
     """The verdict dict of the replay contract for one trace; on_assessment(assessment,
     observation) after each observation."""
-    det = Detector(settings)
+    det = Detector(settings, layout=trace_layout(header))
     last = None
     for obs in observations:
         last = det.observe(obs)

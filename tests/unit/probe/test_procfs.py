@@ -1,7 +1,12 @@
 """/proc parsing on captured text, and the reader against real processes."""
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 import time
+
+import pytest
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host import procfs
 from ansible_collections.sglang_ops.serving.tests.unit.probe.conftest import data
@@ -111,3 +116,61 @@ def test_descendants_include_grandchildren(child):
 
 def test_descendants_of_a_missing_pid_is_empty():
     assert procfs.descendants(2 ** 22 + 12345) == []
+
+
+def test_a_process_title_is_its_name_and_a_plain_command_its_comm():
+    assert procfs.process_name("sglang::schedul", "sglang::scheduler_TP3") == "sglang::scheduler_TP3"
+    assert procfs.process_name("python3", "python3 -m sglang.launch_server") == "python3"
+    assert procfs.process_name("python3", "/usr/bin/python3 -m x") == "python3"
+    assert procfs.process_name("sleep", None) == "sleep"
+
+
+TITLED_CHILD = """
+    import ctypes, subprocess, sys, time
+    code = "import ctypes, time; ctypes.CDLL(None).prctl(15, b'sglang::schedul', 0, 0, 0); time.sleep(60)"
+    c = subprocess.Popen(["bash", "-c", 'exec -a sglang::scheduler_TP0 "$0" -c "$1"', sys.executable, code])
+    sys.stdout.write("%d\\n" % c.pid); sys.stdout.flush()
+    sys.stdin.readline()     # the launcher waits without reaping its child
+    c.wait()
+    sys.stdout.write("reaped\\n"); sys.stdout.flush()
+    time.sleep(60)
+    """
+
+
+def _titled_scheduler(child):
+    p = subprocess.Popen([sys.executable, "-c", textwrap.dedent(TITLED_CHILD)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    child.append(p)
+    rank = int(p.stdout.readline())
+    assert _wait_for(lambda: "sglang::scheduler_TP0" in _names(p.pid))
+    return p, rank
+
+
+def _names(root):
+    return {m["name"] for m in procfs.read_procs(procfs.descendants(root)).to_obs()["tree"]}
+
+
+@pytest.fixture
+def spawned():
+    procs = []
+    yield procs
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
+def test_a_sigkilled_child_reads_as_a_zombie_with_its_signal_then_leaves_the_tree(spawned):
+    p, rank = _titled_scheduler(spawned)
+    members = {m["pid"]: m for m in procfs.read_procs(procfs.descendants(p.pid)).to_obs()["tree"]}
+    assert members[rank]["name"] == "sglang::scheduler_TP0" and members[rank]["ppid"] == p.pid
+    os.kill(rank, signal.SIGKILL)
+
+    def zombie():
+        m = {m["pid"]: m for m in procfs.read_procs(procfs.descendants(p.pid)).to_obs()["tree"]}.get(rank)
+        return m is not None and m["state"] == "Z"
+    assert _wait_for(zombie)
+    member = [m for m in procfs.read_procs(procfs.descendants(p.pid)).to_obs()["tree"] if m["pid"] == rank][0]
+    assert member["exit_code"] & 0x7F == signal.SIGKILL
+    p.stdin.write(b"\n")
+    p.stdin.flush()
+    assert p.stdout.readline() == b"reaped\n"
+    assert rank not in {m["pid"] for m in procfs.read_procs(procfs.descendants(p.pid)).to_obs()["tree"]}

@@ -47,7 +47,10 @@ class ScriptedDetector:
 
     def observe(self, obs):
         self.seen.append(obs)
-        verdict, phase, code, reason = self.script.pop(0) if len(self.script) > 1 else self.script[0]
+        entry = self.script.pop(0) if len(self.script) > 1 else self.script[0]
+        if isinstance(entry, Assessment):   # one with its evidence
+            return Assessment(obs["t"], entry.phase, entry.verdict, entry.reason_code, entry.reason, dict(entry.evidence))
+        verdict, phase, code, reason = entry
         want = verdict == "suspect"
         return Assessment(obs["t"], phase, verdict, code, reason, want_stacks=want)
 

@@ -107,6 +107,21 @@ def test_the_server_is_handed_over_with_the_node_named_when_the_policy_says_so(t
         assert "node pair-1: CUDA out of memory" in res["msg"] and "server pair" in res["msg"]
 
 
+def test_a_peer_that_never_came_is_named_with_its_host_and_no_node_restarts(tmp_path):
+    missing = Assessment(0.0, "distributed_init", "failed", "peer_missing",
+                         "node 0 never joined the rendezvous at 10.0.0.1:20000; this node waited 10m30s",
+                         {"missing_node": "node 0"})
+    head, head_host = _node(tmp_path, "pair-0", [[progressing("distributed_init")]], follows=[1])
+    tail, tail_host = _node(tmp_path, "pair-1", [[progressing("distributed_init"), missing]])
+    head_res, tail_res = _run_together(head, tail)
+    assert head_host.events == tail_host.events == ["stop", "start"]
+    for res in (head_res, tail_res):
+        assert res["outcome"] == "gave_up" and res["reason_code"] == "peer_missing"
+        assert res["missing_node"] == "node 0 (pair-0)"
+        assert "The node that never came: node 0 (pair-0)." in res["msg"]
+        assert _json(res["run_json"])["missing_node"] == "node 0 (pair-0)"
+
+
 def test_a_node_failing_its_preflight_stops_every_node_before_anything_is_stopped(tmp_path):
     head, head_host = _node(tmp_path, "pair-0", [[ready()]])
     tail, tail_host = _node(tmp_path, "pair-1", [[ready()]], host=FakeHost(installed=False))

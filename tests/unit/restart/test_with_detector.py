@@ -119,3 +119,20 @@ def test_a_written_trace_replays_like_the_recorded_one(tmp_path):
             w.append(relative_observation(as_probe, t0))
     mine, original = _replay(out), _replay(src)
     assert (mine["verdict"], mine["t"], mine["phase"]) == (original["verdict"], original["t"], original["phase"])
+
+
+def test_a_peer_that_never_comes_is_handed_over_at_once_naming_the_node(tmp_path):
+    """Node 1 of two, node 0 never up: the probe's `peers` reading (as on the host) says where the
+    nodes meet and that nothing answers there; no restart of this node, the summary names node 0."""
+    _, obs = read_trace(_trace("failed_peer_never_comes_dist_timeout.jsonl"))
+    peers = {"nnodes": 2, "node_rank": 1, "dist_init_addr": "10.0.0.1:20000", "dist_timeout_s": 600,
+             "nodes": [{"node": 0, "addr": "10.0.0.1:20000", "state": "refused"}]}
+    proc, host, lines = _procedure_on(tmp_path, [[dict(o, peers=peers) for o in obs]])
+    res = proc.restart()
+    assert res["outcome"] == "gave_up" and res["reason_code"] == "peer_missing"
+    assert [a["action"] for a in res["attempts"]] == ["handed_over"] and host.events == ["stop", "start"]
+    assert res["missing_node"] == "node 0" and "The node that never came: node 0." in res["msg"]
+    assert "a restart cannot fix peer_missing" in res["gave_up_because"]
+    assert any("waiting for node 0 at 10.0.0.1:20000: refused" in line for line in lines)
+    with open(res["run_json"]) as fh:
+        assert json.load(fh)["missing_node"] == "node 0"
