@@ -34,6 +34,18 @@ and, with tests/gpu/tp_server.py (one process per GPU, NCCL; needs --tp-size GPU
                  an all-reduce                                           -> failed
   bind           the HTTP port is held by another socket: uvicorn's bind
                  error, then the processes idle in poll loops             -> failed
+  long_sync      graph capture whose rank sits for minutes in one synchronize
+                 behind queued matmuls (GPU flat out), then ready         -> ready
+  workers        compile workers start and exit one after another, then
+                 minutes of silent matmuls synchronised every few s       -> ready
+  vanish         the rank is SIGKILLed 5 s into graph capture (as the OOM
+                 killer does); the launcher waits on                      -> failed
+  nodes_late     a start over 2 "nodes" (gloo, --dist-init-addr): node 1
+                 comes --peer-delay-s late; node 0 waits in the rendezvous -> ready
+  nodes_never    the same, node 1 never comes                             -> stalled
+  shared         a start stopped (SIGSTOP) right after its load while
+                 another process on the same GPU allocates, frees and runs
+                 bursts of matmuls                                        -> stalled
 
 This script plays the part systemd plays on a real host: it is the service's parent,
 so it fills the observation's `unit` from what it knows as the parent (running, or
@@ -54,6 +66,7 @@ import statistics
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -138,6 +151,9 @@ def tp_server_argv(args, port, scenario, extra=()):
 
 
 class Recorder:
+    header_extra = {}   # more header keys (argv of the watched process)
+    start_hook = None   # called once the process has started (a peer's timer)
+
     def __init__(self, probe_mod, args, name, description, port, argv=None, unit="shard-loader (pid mode)", gpus=1):
         self.probe_mod, self.args, self.name, self.port = probe_mod, args, name, port
         self.description, self.unit, self.gpus = description, unit, gpus
@@ -154,6 +170,8 @@ class Recorder:
         self.proc = subprocess.Popen([sys.executable] + self.argv, stdout=self.log, stderr=subprocess.STDOUT,
                                      env=dict(os.environ, PYTHONUNBUFFERED="1"), start_new_session=True)
         self.t0 = time.time()
+        if self.start_hook is not None:
+            self.start_hook()
         self.cursor = None
         self.observations = []
         self.n = 0
@@ -202,6 +220,7 @@ class Recorder:
         header = {"format": "sglang-trace/1", "name": self.name, "unit": self.unit,
                   "poll_s": self.args.poll_s, "gpus": self.gpus, "description": self.description,
                   "expect": expect, "recorded": dict(extra, nvidia_smi_s=smi_summary(self.smi))}
+        header.update(self.header_extra)
         with open(self.trace_path, "w") as f:
             f.write(json.dumps(header) + "\n")
             for o in self.observations:
@@ -220,8 +239,19 @@ class Recorder:
         time.sleep(max(0.0, self.args.poll_s - (time.time() - started)))
 
 
+def card_of_board():
+    """'h100', 'h200' (from nvidia-smi's product name), else 'gpu'."""
+    try:
+        name = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                              text=True, timeout=20).stdout
+    except OSError:
+        return "gpu"
+    return next((c for c in ("h100", "h200") if c in name.lower()), "gpu")
+
+
 def machine(args):
-    return "real_h200" if args.tp_size == 1 else "real_h200x%d" % args.tp_size
+    card = "real_" + (args.card or "h200")
+    return card if args.tp_size == 1 else "%sx%d" % (card, args.tp_size)
 
 
 def smi_summary(per_poll):
@@ -322,12 +352,19 @@ def main():
     ap.add_argument("--spin-name", default="real_h200_stall_kernel_never_ends", help="spin: trace name")
     ap.add_argument("--port", type=int, default=30001, help="the first scenario's HTTP port")
     ap.add_argument("--write-shards-only", action="store_true")
+    ap.add_argument("--card", default=None, help="trace names' card (h100, h200); default: read from nvidia-smi")
+    ap.add_argument("--sync-s", type=float, default=125.0, help="long_sync: seconds in the one synchronize")
+    ap.add_argument("--gemm-s", type=float, default=150.0, help="workers: seconds of silent matmuls")
+    ap.add_argument("--peer-delay-s", type=float, default=217.0, help="nodes_late: seconds until node 1 starts")
+    ap.add_argument("--dist-port-base", type=int, default=29560, help="the rendezvous ports of these scenarios")
+    ap.add_argument("--after-s", type=float, default=180.0, help="vanish, nodes_never, shared: seconds recorded after")
     a = ap.parse_args()
     t_begin = time.time()
     a.shards = a.shards or os.path.join(a.work, "shards")
     os.makedirs(a.out, exist_ok=True)
     os.makedirs(a.work, exist_ok=True)
     probe_mod, nvidia_smi_mod = import_probe(a.work)
+    a.card = a.card or card_of_board()
     cap_dir = os.path.join(a.work, "captures")
     os.makedirs(cap_dir, exist_ok=True)
     if not a.write_shards_only:
@@ -577,6 +614,7 @@ def main():
                              "smi": rec.smi, "hang_smi": rec.hang_smi, "read_gpus_checks": checks}
         port += 1
 
+    port = record_round_five(a, probe_mod, scenarios, summary, port, t_begin)
     capture_nvidia_smi(nvidia_smi_mod, cap_dir, "after")
     with tarfile.open(os.path.join(a.out, "captures.tar.gz"), "w:gz") as tf:
         tf.add(cap_dir, arcname="captures")
@@ -586,6 +624,158 @@ def main():
     with open(os.path.join(a.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
     print("done in %.1f s" % (time.time() - t_begin), flush=True)
+
+
+def until_ready(rec, obs):
+    c = (obs.get("http") or {}).get("completion")
+    return isinstance(c, dict) and bool(c.get("ok"))
+
+
+def start_side_process(argv, log_path):
+    """A process beside the start, in its own session (not in the watched tree)."""
+    return subprocess.Popen([sys.executable] + argv, stdout=open(log_path, "wb"), stderr=subprocess.STDOUT,
+                            env=dict(os.environ, PYTHONUNBUFFERED="1"), start_new_session=True)
+
+
+def end_side_process(proc):
+    if proc is None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGCONT)
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def read_fields(path):
+    try:
+        with open(path) as f:
+            return f.read().split()
+    except OSError:
+        return None
+
+
+ROUND_FIVE = {
+    # scenario: (name suffix, tp_server scenario, outcome, phase, fault helper action, words)
+    "long_sync": ("healthy_capture_one_long_sync", "long_sync", "ready", "ready", None,
+                  "Real %(card)s, one rank: dummy weights, KV cache, then graph capture whose forwards are queued as "
+                  "replays of one CUDA graph of 500 bf16 8192x8192 matmuls, about %(sync_s).0f s of work behind one "
+                  "torch.cuda.synchronize(): the rank sits in that one call (the same stack on every sample), the "
+                  "GPU flat out, no log line; then HTTP up; ends once a one-token completion is answered."),
+    "workers": ("healthy_workers_then_silent_gemms", "workers", "ready", "ready", None,
+                "Real %(card)s, one rank: dummy weights, KV cache, 'Capture cuda graph begin', then 8 short-lived "
+                "helper processes (compile workers: 4-8 s of CPU work each, exit 0) start 3 s apart and exit one "
+                "after another; then %(gemm_s).0f s of silent bf16 6144x6144 matmuls (CUDA graph replays) with a "
+                "synchronize every 3 s, no log line; then capture, HTTP up; ends once a one-token completion is answered."),
+    "vanish": ("failed_rank_killed_launcher_waits", "vanish", "failed", "cuda_graph", "kill",
+               "Real %(card)s, a launcher and one rank process: dummy weights, KV cache, 'Capture cuda graph begin'; "
+               "5 s into graph capture the rank is killed with SIGKILL from outside (as the kernel's OOM killer "
+               "does: no last words in the log); its GPU memory is freed; the launcher reaps it without a word and "
+               "waits on, as SGLang's launcher does. Recorded for %(after_s).0f s after the kill."),
+    "nodes_late": ("healthy_peer_node_late", "nodes", "ready", "ready", None,
+                   "Real %(card)s, a start over 2 nodes played by two launchers on one host (--nnodes 2, gloo, "
+                   "--dist-init-addr 127.0.0.1:%(dist_port)s; both ranks on the one GPU); this trace watches node 0 "
+                   "(its command line in `argv`). Node 0's rank logs 'Init torch distributed begin.' and waits in the "
+                   "rendezvous (its TCPStore) for node 1, which starts %(peer_delay_s).0f s after node 0; then 'Init "
+                   "torch distributed ends.', load, capture, HTTP up; ends once a one-token completion is answered."),
+    "nodes_never": ("stall_peer_node_never_comes", "nodes", "stalled", "distributed_init", None,
+                    "Real %(card)s, the same 2-node start (--nnodes 2 --node-rank 0 --dist-init-addr "
+                    "127.0.0.1:%(dist_port)s, gloo; command line in `argv`) whose node 1 never comes: node 0's rank "
+                    "logs 'Init torch distributed begin.' and waits in the rendezvous (timeout 2 h). Recorded for "
+                    "%(after_s).0f s after that. Restarting node 0 cannot bring node 1: a watcher should page "
+                    "'waiting for node 1 at 127.0.0.1:%(dist_port)s', not restart it; the label's onset is the "
+                    "start of the wait."),
+    "shared": ("stall_frozen_beside_busy_neighbour", "frozen", "stalled", "post_load", "stop",
+               "Real %(card)s shared with another process outside the start's tree (tests/gpu/gpu_neighbour.py, "
+               "pid %(neighbour_pid)s, running before the start: in a loop it allocates 2-12 GiB, runs 3-8 s of bf16 "
+               "matmuls, frees and rests 5-15 s). The start (launcher and one rank) loads dummy weights and is "
+               "stopped with SIGSTOP right after 'Load weight end' (frozen: no CPU, memory held, no log, port never "
+               "opens). The board's memory, utilisation and power move with the neighbour; gpu_procs lists both. "
+               "Recorded for %(after_s).0f s after the stop."),
+}
+
+
+def round_five_argv(a, scenario, port, mark, dist_port, node_rank=0):
+    extra = ["--dist-port", str(dist_port), "--hang-mark", mark, "--n-shards", "4", "--kv-cache-gib", "4"]
+    if scenario == "long_sync":
+        extra += ["--sync-s", str(a.sync_s), "--capture-iters", "5"]
+    elif scenario == "workers":
+        extra += ["--gemm-s", str(a.gemm_s), "--capture-iters", "5"]
+    elif scenario == "vanish":
+        extra += ["--launcher-waits", "--capture-s", "120"]
+    elif scenario == "frozen":
+        extra += ["--capture-s", "60"]
+    elif scenario == "nodes":
+        extra = ["--hang-mark", mark, "--n-shards", "2", "--kv-cache-gib", "2", "--tp-size", "2", "--backend", "gloo",
+                 "--capture-iters", "20", "--nnodes", "2", "--node-rank", str(node_rank),
+                 "--dist-init-addr", "127.0.0.1:%d" % dist_port]
+    return tp_server_argv(a, port, scenario, extra + a.tp_extra.split())
+
+
+def record_round_five(a, probe_mod, scenarios, summary, port, t_begin):
+    """The recordings of tests/traces/real/README.md, "Recorded on one H100, 2026-12-07"."""
+    for i, scenario in enumerate(s for s in scenarios if s in ROUND_FIVE):
+        suffix, server, outcome, phase, fault, words = ROUND_FIVE[scenario]
+        mark = os.path.join(a.work, "%s.mark" % scenario)
+        done = mark + ".done"
+        for path in (mark, done):
+            if os.path.exists(path):
+                os.unlink(path)
+        dist_port = a.dist_port_base + i
+        argv = round_five_argv(a, server, port, mark, dist_port)
+        neighbour = None
+        if scenario == "shared":
+            neighbour = start_side_process([os.path.join(REPO, "tests/gpu/gpu_neighbour.py")],
+                                           os.path.join(a.work, "neighbour.log"))
+            time.sleep(15)   # on the board, with memory and a burst, before the start begins
+        values = dict(vars(a), card=a.card.upper(), dist_port=dist_port,
+                      neighbour_pid=neighbour.pid if neighbour else None)
+        rec = Recorder(probe_mod, a, "%s_%s" % (machine(a), suffix), words % values, port, argv=argv,
+                       unit="tp-server (pid mode)", gpus=1)
+        rec.header_extra = {"argv": [sys.executable] + argv}
+        helper = timer = None
+        rec.peer = rec.peer_t = None
+        if fault:
+            helper = subprocess.Popen([sys.executable, os.path.join(REPO, "tests/gpu/fault_at_mark.py"), "--mark", mark,
+                                       "--delay", "5" if fault == "kill" else "1", "--do", fault, "--done", done])
+        if scenario == "nodes_late":
+            peer_argv = round_five_argv(a, server, port, os.path.join(a.work, "node1.mark"), dist_port, node_rank=1)
+
+            def start_peer(rec=rec, peer_argv=peer_argv):
+                rec.peer = start_side_process(peer_argv, os.path.join(a.work, "node1.log"))
+                rec.peer_t = round(time.time() - rec.t0, 2)
+            timer = threading.Timer(a.peer_delay_s, start_peer)
+            rec.start_hook = timer.start
+        if outcome == "ready":
+            run_scenario(rec, until_ready, after_s=a.poll_s, deadline=t_begin + a.budget_s)
+            onset, recorded = None, {}
+        else:
+            trigger = (lambda r, obs: os.path.exists(done)) if fault else (lambda r, obs: os.path.exists(mark))
+            ev = run_scenario(rec, trigger, after_s=a.after_s, deadline=t_begin + a.budget_s)
+            fields = read_fields(done if fault else mark)
+            onset = round(float(fields[0]) - rec.t0, 2) if ev and fields else None
+            recorded = {"onset_from": ("the moment %s acted (SIG%s)" % ("fault_at_mark.py", fault.upper())) if fault
+                        else "the rank's mark as it entered the rendezvous",
+                        "fault_pid": int(fields[1]) if fault and fields else None}
+        if timer is not None:
+            timer.cancel()
+            recorded.update(peer_start_t=rec.peer_t, peer_delay_s=a.peer_delay_s,
+                            peer_argv=[sys.executable] + peer_argv)
+        if neighbour is not None:
+            recorded["neighbour_pid"] = neighbour.pid
+        expect = {"outcome": outcome, "phase": phase}
+        if onset is not None:
+            expect["onset_t"] = onset
+        rec.write(expect, recorded)
+        rec.stop()
+        if helper is not None and helper.poll() is None:
+            helper.kill()
+        end_side_process(rec.peer)
+        end_side_process(neighbour)
+        summary[rec.name] = {"polls": rec.n, "costs": rec.costs, "missing": rec.missing, "onset_t": onset, "smi": rec.smi}
+        port += 1
+    return port
 
 
 if __name__ == "__main__":

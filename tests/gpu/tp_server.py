@@ -41,6 +41,22 @@ memory with an all-reduce, then:
   --scenario bind     after capture the HTTP server cannot bind its port (another process
                     holds it): uvicorn's error line, then the rank and --idle-procs helper
                     processes sit in their poll loops. Writes the moment to --hang-mark.
+  --scenario long_sync  graph capture whose forwards are queued as one CUDA graph replayed
+                    for about --sync-s seconds of bf16 matmuls, with one synchronize after
+                    them: the rank sits in that one call, the GPU flat out; then ready.
+  --scenario workers  --workers short-lived helper processes (compile workers) start and exit
+                    one after another, then --gemm-s seconds of silent bf16 matmuls with a
+                    synchronize every --sync-every-s seconds; then capture, HTTP up, ready.
+  --scenario vanish   graph capture of GPU-bound forwards (--capture-s); the rank writes
+                    "time pid" to --hang-mark when it begins, so that another process can
+                    kill it; the launcher (--launcher-waits) reaps it without a word and
+                    waits on forever.
+  --scenario frozen   like vanish, but the mark is written right after "Load weight end",
+                    for another process to stop the start there (SIGSTOP).
+  --scenario nodes    a start over --nnodes "nodes" (one launcher each, --node-rank,
+                    --dist-init-addr HOST:PORT, gloo): each launcher starts its node's ranks;
+                    rank 0 writes "time pid" to --hang-mark as it enters the rendezvous, where
+                    it waits until every node's ranks have come; then load, capture, ready.
 
 Used by record_real_traces.py on a machine with NVIDIA GPUs; not a unit test.
 """
@@ -71,13 +87,18 @@ def log(msg, rank=True):
 def launch(a, argv):
     log("server_args=ServerArgs(model_path='%s', tp_size=%d, port=%d, load_format='dummy')"
         % (a.model_path, a.tp_size, a.port), rank=False)
-    env = dict(os.environ, PYTHONUNBUFFERED="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(a.dist_port), **SAFE_ENV)
-    started = a.tp_size - 1 if a.scenario == "init_hang" else a.tp_size
+    host, port = (a.dist_init_addr.rsplit(":", 1) if a.dist_init_addr else ("127.0.0.1", str(a.dist_port)))
+    env = dict(os.environ, PYTHONUNBUFFERED="1", MASTER_ADDR=host, MASTER_PORT=port, **SAFE_ENV)
+    per_node = a.tp_size // a.nnodes
+    first = a.node_rank * per_node
+    started = per_node - 1 if a.scenario == "init_hang" else per_node
     ranks = [subprocess.Popen([sys.executable, os.path.abspath(__file__)] + argv + ["--tp-rank", str(r)], env=env)
-             for r in range(started)]
+             for r in range(first, first + started)]
     # SGLang's other processes (tokenizer, detokenizer): poll loops, a CPU floor and no more.
     helpers = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--helper"], env=env)
                for _ in range(a.idle_procs)]
+    if a.launcher_waits:
+        wait_forever()
     # As SGLang's launcher: a rank that dies takes the others down with it.
     while True:
         pid, status = os.wait()
@@ -90,6 +111,30 @@ def launch(a, argv):
             sys.exit(1)
         if all(p.poll() is not None for p in ranks):
             return
+
+
+def wait_forever():
+    """The launcher waits for its server to come up: a child that dies is reaped without a
+    word (its exit leaves the process tree) and the launcher waits on."""
+    while True:
+        try:
+            os.wait()
+        except ChildProcessError:
+            time.sleep(3600)
+
+
+def post_load_work(torch, w, seconds):
+    """GPU work after the load (repacking, as a quantized checkpoint needs), no log line."""
+    x = w[:4096, :4096].clone()
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        x = torch.tanh(x @ x) * 0.5
+        torch.cuda.synchronize()
+
+
+def write_mark(path):
+    with open(path, "w") as f:
+        f.write("%.3f %d\n" % (time.time(), os.getpid()))
 
 
 # ---------------------------------------------------------------------- ranks
@@ -298,7 +343,7 @@ def capture(torch, dist, a, w, bar_cls):
         if a.scenario == "spin" and i == a.hang_at_batch and RANK == 0:
             with open(a.hang_mark, "w") as f:
                 f.write("%.3f\n" % time.time())
-            torch.cuda._sleep(int(a.spin_cycles))
+            spin_kernel(torch, a)
             torch.cuda.synchronize()
         if a.scenario == "hang" and i == a.hang_at_batch and RANK == a.tp_size - 1:
             with open(a.hang_mark, "w") as f:
@@ -324,6 +369,78 @@ def capture(torch, dist, a, w, bar_cls):
     if bar:
         bar.close()
     return y
+
+
+def spin_kernel(torch, a):
+    """A kernel that never ends: one warp polling a flag in GPU memory that nobody sets (a
+    collective's wait for a peer), or torch.cuda._sleep for --spin-cycles clock cycles."""
+    if a.spin_kind == "flag":
+        try:
+            import cupy
+            kernel = cupy.RawKernel(r'''extern "C" __global__ void wait_flag(volatile int *flag) { while (*flag == 0) { } }''',
+                                    "wait_flag")
+            flag = cupy.zeros(1, dtype=cupy.int32)
+            kernel((1,), (32,), (flag,))   # the legacy default stream: the synchronize below waits for it
+            spin_kernel.flag = flag   # kept alive while the kernel polls it
+            return
+        except Exception as exc:  # pylint: disable=broad-except  # no cupy, or no compiler: the other spin
+            log("no flag kernel (%s): spinning with torch.cuda._sleep instead" % exc, rank=False)
+    torch.cuda._sleep(int(a.spin_cycles))
+
+
+def matmul_graph(torch, size, count):
+    """A CUDA graph of `count` bf16 matmuls of size x size, and the seconds one replay takes."""
+    a_mat = torch.randn(size, size, dtype=torch.bfloat16, device="cuda")
+    b_mat = torch.randn(size, size, dtype=torch.bfloat16, device="cuda")
+    out = torch.empty(size, size, dtype=torch.bfloat16, device="cuda")
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(count):
+            torch.matmul(a_mat, b_mat, out=out)
+    graph.replay()
+    torch.cuda.synchronize()
+    t0 = time.monotonic()
+    graph.replay()
+    torch.cuda.synchronize()
+    matmul_graph.keep.append((graph, a_mat, b_mat, out))
+    return graph, max(time.monotonic() - t0, 1e-3)
+
+
+matmul_graph.keep = []   # the graphs' tensors live as long as their graphs
+
+
+def long_sync(torch, seconds):
+    """The forwards of a capture queued as replays of one CUDA graph of bf16 matmuls, about
+    `seconds` of work, and one synchronize for all of it."""
+    graph, per_replay = matmul_graph(torch, 8192, 500)
+    for _ in range(max(1, int(seconds / per_replay))):
+        graph.replay()
+    torch.cuda.synchronize()
+    return per_replay
+
+
+def compile_workers(n, gap_s):
+    """Short-lived helpers (compile workers): each starts, works on the CPU a few seconds
+    and exits 0, one after another."""
+    code = "import time\nend = time.monotonic() + %f\nx = 0\nwhile time.monotonic() < end:\n    x += 1\n"
+    procs = []
+    for i in range(n):
+        procs.append(subprocess.Popen([sys.executable, "-c", code % (4.0 + 2.0 * (i % 3))]))
+        time.sleep(gap_s)
+    for p in procs:
+        p.wait()
+
+
+def silent_gemms(torch, seconds, sync_every_s):
+    """bf16 matmuls back to back, a synchronize every few seconds, no log line."""
+    graph, per_replay = matmul_graph(torch, 6144, 200)
+    end, steps = time.monotonic() + seconds, 0
+    while time.monotonic() < end:
+        for _ in range(max(1, int(sync_every_s / per_replay))):
+            graph.replay()
+        torch.cuda.synchronize()
+        steps += 1
+    return steps
 
 
 def wait_for_next_batch(event):
@@ -436,8 +553,12 @@ def rank_main(a):
     if a.scenario == "init_hang":
         with open(a.hang_mark, "w") as f:
             f.write("%.3f\n" % time.time())
+    if a.scenario == "nodes" and RANK == 0:
+        write_mark(a.hang_mark)
     gloo = a.backend == "gloo"
-    dist.init_process_group(a.backend, rank=RANK, world_size=a.tp_size,
+    # SGLang joins by tcp://--dist-init-addr; rank 0 holds the store and waits there for the others.
+    init = {"init_method": "tcp://" + a.dist_init_addr} if a.dist_init_addr else {}
+    dist.init_process_group(a.backend, rank=RANK, world_size=a.tp_size, **init,
                             timeout=datetime.timedelta(seconds=a.nccl_timeout_s),
                             **({} if gloo else {"device_id": torch.device("cuda", RANK)}))
     probe = torch.ones(1, device="cpu" if gloo else "cuda")
@@ -454,6 +575,9 @@ def rank_main(a):
     torch.cuda.synchronize()
     log("Load weight end. elapsed=%.2f s, type=TPServerForTest, dtype=torch.bfloat16, avail mem=%.2f GB, mem usage=%.2f GB."
         % (time.monotonic() - t0, gib(free.item()), gib(start_free - torch.cuda.mem_get_info()[0])))
+    if a.scenario == "frozen":
+        write_mark(a.hang_mark)
+        post_load_work(torch, weights[0], 8.0)
     n_tokens = int(a.kv_cache_gib * 2**30 / 2 / 1024)
     kv = torch.zeros(n_tokens, 1024, dtype=torch.bfloat16, device="cuda")
     log("KV Cache is allocated. #tokens: %d, KV size: %.2f GB" % (n_tokens, gib(kv.numel() * 2)))
@@ -476,6 +600,13 @@ def rank_main(a):
         log("Tuning done: %d configs timed. elapsed=%.2f s" % (bursts, time.monotonic() - t1))
     log("Capture cuda graph begin. This can take up to several minutes. avail mem=%.2f GB" % gib(torch.cuda.mem_get_info()[0]))
     t2 = time.monotonic()
+    if a.scenario == "vanish":
+        write_mark(a.hang_mark)
+    if a.scenario == "long_sync":
+        long_sync(torch, a.sync_s)
+    if a.scenario == "workers":
+        compile_workers(a.workers, a.worker_gap_s)
+        silent_gemms(torch, a.gemm_s, a.sync_every_s)
     if a.scenario == "compile":
         shapes = compile_autotune(torch, a.compile_s, log)
         log("torch.compile done: %d graphs compiled with max-autotune. elapsed=%.2f s" % (shapes, time.monotonic() - t2))
@@ -492,7 +623,8 @@ def rank_main(a):
 def parse(argv):
     ap = argparse.ArgumentParser()
     ap.add_argument("--scenario", choices=("tune", "hang", "compile", "sparse", "spin", "init_hang", "capture",
-                                           "soft_oom", "sticky", "bind"), required=True)
+                                           "soft_oom", "sticky", "bind", "long_sync", "workers", "vanish", "frozen", "nodes"),
+                    required=True)
     ap.add_argument("--model-path", default="dummy-tp-model")
     ap.add_argument("--port", type=int, default=30001)
     ap.add_argument("--dist-port", type=int, default=29511)
@@ -522,6 +654,18 @@ def parse(argv):
     ap.add_argument("--capture-s", type=float, default=0.0, help="capture: seconds of forwards (one rank), 0: --capture-iters")
     ap.add_argument("--cpu-phase-s", type=float, default=240.0, help="soft_oom: seconds of CPU work after the OOM")
     ap.add_argument("--idle-procs", type=int, default=0, help="helper processes idling in poll loops")
+    ap.add_argument("--spin-kind", choices=("flag", "sleep"), default="sleep",
+                    help="spin: a warp polling a flag nobody sets (cupy) or torch.cuda._sleep")
+    ap.add_argument("--sync-s", type=float, default=120.0, help="long_sync: seconds of matmuls behind one synchronize")
+    ap.add_argument("--workers", type=int, default=8, help="workers: short-lived helper processes")
+    ap.add_argument("--worker-gap-s", type=float, default=3.0, help="workers: seconds between two helpers' starts")
+    ap.add_argument("--gemm-s", type=float, default=150.0, help="workers: seconds of silent matmuls")
+    ap.add_argument("--sync-every-s", type=float, default=3.0, help="workers: seconds between synchronizes")
+    ap.add_argument("--launcher-waits", action="store_true",
+                    help="the launcher reaps a dead rank silently and waits on (no 'scheduler is dead')")
+    ap.add_argument("--nnodes", type=int, default=1)
+    ap.add_argument("--node-rank", type=int, default=0)
+    ap.add_argument("--dist-init-addr", default=None, help="HOST:PORT of the rendezvous (node 0's TCPStore)")
     return ap.parse_args(argv)
 
 

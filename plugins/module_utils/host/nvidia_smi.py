@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host.bounded_run import (
     bounded_run, find_executable)
 
-GPU_QUERY = ["--query-gpu=index,uuid,memory.used,memory.total,utilization.gpu,power.draw",
+# power.limit last: a reading from a tool or board without it (six columns) stays valid.
+GPU_QUERY = ["--query-gpu=index,uuid,memory.used,memory.total,utilization.gpu,power.draw,power.limit",
              "--format=csv,noheader,nounits"]
 APPS_QUERY = ["--query-compute-apps=pid,gpu_uuid,used_memory", "--format=csv,noheader,nounits"]
 # Where drivers put the binary when it is not on PATH (container runtimes, the lent GPU host).
@@ -21,12 +22,15 @@ class GpuReading:
     mem_total_mib: object
     util_pct: object
     power_w: object = None
+    power_limit_w: object = None  # the board's enforced limit: what a draw is a share of
 
     def to_obs(self):
         d = {"index": self.index, "mem_used_mib": self.mem_used_mib,
              "mem_total_mib": self.mem_total_mib, "util_pct": self.util_pct}
         if self.power_w is not None:
             d["power_w"] = self.power_w
+        if self.power_limit_w is not None:
+            d["power_limit_w"] = self.power_limit_w
         return d
 
 
@@ -68,6 +72,10 @@ def _rows(text):
         yield [c.strip() for c in line.split(",")]
 
 
+def _column(cols, i):
+    return _number(cols[i]) if len(cols) > i else None
+
+
 def parse_gpu_query(text):
     """Output of GPU_QUERY -> list of GpuReading; malformed rows are skipped."""
     gpus = []
@@ -79,7 +87,7 @@ def parse_gpu_query(text):
             continue
         gpus.append(GpuReading(index=index, uuid=cols[1], mem_used_mib=_number(cols[2]),
                                mem_total_mib=_number(cols[3]), util_pct=_number(cols[4]),
-                               power_w=_number(cols[5]) if len(cols) > 5 else None))
+                               power_w=_column(cols, 5), power_limit_w=_column(cols, 6)))
     return gpus
 
 

@@ -7,6 +7,7 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.host import nvi
 from ansible_collections.sglang_ops.serving.tests.unit.probe.conftest import data
 
 UUID = "GPU-31290649-1bbd-1ac6-ac19-a15346139cee"
+GPU_QUERY_FIELDS = nvidia_smi.GPU_QUERY[0].split("=", 1)[1].split(",")
 
 
 def test_idle_h200_reports_zero_mib_used_and_fractional_power():
@@ -45,6 +46,21 @@ def test_not_available_values_become_none_and_power_is_left_out():
     apps = nvidia_smi.parse_apps_query("77, GPU-b, [N/A]\n78, GPU-zzz, 512\n", gpus)
     assert [a.to_obs() for a in apps] == [{"pid": 77, "gpu": 1, "mem_mib": None},
                                           {"pid": 78, "gpu": None, "mem_mib": 512}]
+
+
+def test_power_limit_is_read_beside_the_draw_and_older_rows_stay_valid():
+    # Seven columns as GPU_QUERY asks now (an H100's 700 W limit); six as recorded before
+    # power.limit was asked, and [N/A] where a board does not report it.
+    assert GPU_QUERY_FIELDS[-2:] == ["power.draw", "power.limit"]
+    text = ("0, GPU-a, 523, 81559, 100, 122.41, 700.00\n"
+            "1, GPU-b, 0, 81559, 0, 69.80\n"
+            "2, GPU-c, 0, 81559, 0, [N/A], [N/A]\n")
+    gpus = nvidia_smi.parse_gpu_query(text)
+    assert [(g.power_w, g.power_limit_w) for g in gpus] == [(122.41, 700), (69.8, None), (None, None)]
+    assert gpus[0].to_obs() == {"index": 0, "mem_used_mib": 523, "mem_total_mib": 81559, "util_pct": 100,
+                                "power_w": 122.41, "power_limit_w": 700}
+    assert "power_limit_w" not in gpus[1].to_obs() and "power_w" in gpus[1].to_obs()
+    assert "power_limit_w" not in gpus[2].to_obs()
 
 
 def test_missing_binary_gives_absent_fields_with_reason(monkeypatch, tmp_path):
