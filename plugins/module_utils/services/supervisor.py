@@ -161,7 +161,9 @@ class Supervisor:
         self.attempt = 1         # systemd's restarts of the unit so far, plus one
         self.observe_only = None  # a observe_only_decision.ObserveOnly when rule 4 holds this start unkilled
         # the weight cache daemon this unit is (serves weight_cache) or attaches to; None: none
-        self.cache_watch = WeightCacheWatch(settings.weight_cache_ready_template, settings.nvidia_smi) \
+        self.cache_watch = WeightCacheWatch(
+            settings.weight_cache_ready_template, settings.nvidia_smi,
+            daemon_unit=None if self.serves_cache else weight_cache.daemon_unit(settings.unit)) \
             if settings.weight_cache_ready_template else None
         self.cache_start = None  # EngineCacheStart of an engine attaching to the daemon
 
