@@ -56,7 +56,7 @@ class DaemonHealth:
 class DaemonIdentity:
     """Who the daemon is. unit: its systemd unit (a pid counts when its cgroup names it);
     launcher_pid: the daemon's launcher, for the unit's own supervisor (a pid counts when it
-    runs below it); uid: the daemon's user (the supervisors run as it: SGLang's client
+    runs below it); neither: any process of the daemon's user counts; uid: the daemon's user (the supervisors run as it: SGLang's client
     refuses a socket another user owns); socket_template: its sockets (None: not checked)."""
     unit: object = None
     launcher_pid: object = None
@@ -101,6 +101,8 @@ def is_daemon_process(pid, daemon, proc_root="/proc"):
         return "is gone"
     if uid != daemon.uid:
         return "runs as uid %d, not the daemon's uid %d" % (uid, daemon.uid)
+    if daemon.unit is None and daemon.launcher_pid is None:
+        return ""    # no unit named (a reader outside both units): its user is all that is known
     if daemon.launcher_pid is not None and pid in procfs.descendants(daemon.launcher_pid, proc_root):
         return ""
     if daemon.unit and cgroup.in_unit(pid, daemon.unit):

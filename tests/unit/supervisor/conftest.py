@@ -16,6 +16,11 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 SRC = os.path.join(ROOT, "tests", "standin", "src")
+# The weight cache daemon's processes are those of its unit (cgroup) in production; here the
+# test's own fake daemon counts as one (an engine's supervisor trusts no other pid, and its
+# SIGTERM then reaches a real process).
+IN_UNIT = ("from ansible_collections.sglang_ops.serving.plugins.module_utils.host import cgroup\n"
+           "cgroup.in_unit = lambda pid, service: service == 'sglang-test-weights.service'\n")
 SUPERVISOR = os.path.join(ROOT, "roles", "sglang_service", "files", "sglang-supervisor")
 API_KEY = "sk-supervisor-test-key 'quoted' $x"
 COLLECTIONS = os.path.join(ROOT, "collections")

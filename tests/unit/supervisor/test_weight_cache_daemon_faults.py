@@ -19,7 +19,7 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.host.weight_cac
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records import start_records
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services import weight_cache_watch
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services.weight_cache_watch import DaemonWait
-from ansible_collections.sglang_ops.serving.tests.unit.supervisor.conftest import SRC
+from ansible_collections.sglang_ops.serving.tests.unit.supervisor.conftest import IN_UNIT, SRC
 
 # A daemon launcher as SGLang's: one child per GPU that binds its Unix socket (listening) and
 # then writes its ready file naming itself; the launcher exits when a child dies.
@@ -154,12 +154,6 @@ def _write_ready(ready_t, pid, mtime=None):
             os.utime(path, (mtime, mtime))
 
 
-# The daemon's processes are those of its unit (cgroup) in production; here the test's own
-# fake daemon counts as one, so that the supervisor's SIGTERM reaches a real process.
-IN_UNIT = ("from ansible_collections.sglang_ops.serving.plugins.module_utils.host import cgroup\n"
-           "cgroup.in_unit = lambda pid, service: service == 'sglang-test-weights.service'\n")
-
-
 def test_after_a_failed_warm_start_the_engine_stops_an_older_daemon_and_starts_cold(supervise, tmp_path):
     ready_t, dummy = _templates(tmp_path)
     old_daemon = _sleeper()
@@ -233,6 +227,52 @@ def test_after_a_ready_or_cold_start_the_engine_starts_warm(supervise, tmp_path)
     finally:
         daemon.kill()
         daemon.wait()
+
+
+def test_a_regular_file_in_place_of_the_socket_makes_the_first_start_cold(supervise, tmp_path):
+    # the daemon's supervisor says ready and its daemon lives, but a GPU's socket is a plain
+    # file: the engine starts cold at once (the daemon reloaded), never warm on that socket
+    import socket
+    ready_t, sock_t = _templates(tmp_path)
+    old_daemon = _sleeper()
+    _write_ready(ready_t, old_daemon.pid, mtime=time.time() - 600)
+    for uuid in _uuids():
+        with open(sock_t.replace("{device_uuid}", uuid), "w") as fh:
+            fh.write("planted\n")
+    _previous_start(tmp_path / "starts", "ready", "ready", "warm", time.time() - 60)
+    daemon_start = start_records.StartRecord(str(tmp_path / "starts-weights"), time.time() - 700, os.getpid())
+    daemon_start.update(verdict="ready", reason_code="ready")
+    run = supervise(settings={"weight_cache_ready_template": ready_t, "start_timeout_s": 120}, prelude=IN_UNIT,
+                    standin={"SGLANG_WEIGHT_CACHE_SOCKET_TEMPLATE": sock_t})
+    listeners = []
+    try:
+        run.wait_for(lambda: "stopping the weight cache daemon's processes %d" % old_daemon.pid in run.output(),
+                     timeout=30, what="the daemon stopped")
+        assert old_daemon.wait(10) == -signal.SIGTERM
+        assert "is a regular file, not a socket" in run.output()
+        assert not run.server_pids()
+        new_daemon = _sleeper()
+        for uuid in _uuids():                            # the daemon's unit loaded again: real sockets
+            path = sock_t.replace("{device_uuid}", uuid)
+            os.unlink(path)
+            listeners.append(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
+            listeners[-1].bind(path)
+            listeners[-1].listen(1)
+        try:
+            _write_ready(ready_t, new_daemon.pid)
+            run.wait_for(lambda: run.notify.values("READY"), timeout=90, what="READY=1")
+            record = run.record()
+            assert record["restart_kind"] == "cold"
+            assert record["restart_kind_reason"].startswith("daemon_not_healthy: ")
+            assert "is a regular file, not a socket" in record["restart_kind_reason"]
+        finally:
+            new_daemon.kill()
+            new_daemon.wait()
+    finally:
+        for listener in listeners:
+            listener.close()
+        old_daemon.kill()
+        old_daemon.wait()
 
 
 def test_cold_decision_follows_the_playbooks_rule():
