@@ -199,6 +199,36 @@ def daemon_health(ready_template, gpu_uuids, proc_root="/proc", daemon=None):
     return DaemonHealth(False, pids, missing, reason, configs, faults, words_of)
 
 
+def clear_planted_ready_files(ready_template, gpu_uuids, uid=None):
+    """Before the daemon's launch (no daemon of its unit runs yet): removes each GPU's ready
+    file that is no file of a daemon SGLang could serve from, so that its launcher neither
+    blocks on it (it opens a FIFO with plain open()) nor refuses to start beside the
+    process it names ("already running"): a FIFO, a link or a device at its path, or a file
+    naming a live process of another user than the daemon's (uid, this user by default).
+    The entry itself is removed, never what a link points at. [words for each removal]."""
+    identity = DaemonIdentity(uid=os.geteuid() if uid is None else uid)
+    removed = []
+    for uuid in gpu_uuids or ():
+        path = weight_cache.ready_path(ready_template, uuid)
+        ready, why = read_ready(path)
+        if ready is None and not why:
+            continue
+        if ready is not None:
+            if ready.pid is None or not pid_alive(ready.pid):
+                continue              # SGLang's launcher removes the files of a dead daemon itself
+            why = is_daemon_process(ready.pid, identity)
+            if not why:
+                continue              # this user's process: SGLang's own refusal stands
+            why = "names pid %s, which %s" % (ready.pid, why)
+        try:
+            os.unlink(path)
+        except OSError as e:
+            removed.append("cannot remove the planted ready file %s (%s): %s" % (path, why, e.strerror))
+            continue
+        removed.append("removed the planted ready file %s before the daemon's launch: %s" % (path, why))
+    return removed
+
+
 def unit_gpu_uuids(readings, cuda_visible_devices=None):
     """The nvidia-smi uuids of the GPUs a unit uses: those CUDA_VISIBLE_DEVICES names (by
     index or by uuid, in its order), all of readings when it is unset. ValueError when it

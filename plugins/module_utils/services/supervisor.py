@@ -350,6 +350,9 @@ class Supervisor:
                 return self._finish("stopped", "starting", "starting", "stopped by systemd (SIGTERM) while waiting "
                                     "for the weight cache daemon", 0)
             self.t0 = self.clock()   # the start is the engine's, from its launch
+        elif self.serves_cache:
+            for words in self.cache_watch.clear_planted():
+                self.say("warning: %s" % words)
         try:
             self.server.spawn(log_filter.blanker(self.api_key))
         except OSError as e:

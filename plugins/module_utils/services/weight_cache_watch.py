@@ -108,6 +108,14 @@ class WeightCacheWatch:
         self.warnings = tuple(warnings)
         return weight_cache_state.DaemonHealth(True, health.pids, (), "", health.configs)
 
+    def clear_planted(self):
+        """The daemon's own supervisor, before it launches the daemon: removes ready files its
+        launcher would block on or refuse to start beside (weight_cache_state.clear_planted_ready_files);
+        [words for the journal]. Nothing when the unit's GPUs are not known."""
+        if not self.uuids:
+            self.uuids, dummy_why = self._read_uuids(self.nvidia_smi, self.env)
+        return weight_cache_state.clear_planted_ready_files(self.ready_template, self.uuids)
+
     def observation(self, health=None):
         """The trace's `weight_cache` field: {"healthy", "gpus", "ready", "reason"}."""
         health = health or self.last or self.check()

@@ -95,7 +95,7 @@ def test_a_malformed_ready_file_beside_a_listening_daemon_is_a_warning_not_a_kil
     time.sleep(3)                                        # six liveness checks
     assert run.proc.poll() is None                       # the daemon's supervisor did not end its start
     assert _watchdogs(run) > before                      # and still tells systemd it is alive
-    assert any("name no pid" in s for s in run.notify.values("STATUS"))
+    assert any("1 GPU(s) with a ready file or socket at fault" in s for s in run.notify.values("STATUS"))
     assert run.record()["verdict"] == "ready"
     # the daemon itself dying is still a death, malformed file or not
     os.kill(pid, signal.SIGKILL)
@@ -113,6 +113,38 @@ def test_a_malformed_ready_file_without_a_listening_socket_is_a_dead_daemon(supe
         fh.write("garbage\n")
     assert run.wait(30) == 79
     assert "names no pid" in run.record()["reason"]
+
+
+def test_a_regular_file_in_place_of_a_live_daemons_socket_is_a_warning_to_its_supervisor(supervise, tmp_path):
+    # the daemon still serves the engine attached to it; the next engine start reloads it
+    run, dummy_ready_t, sock_t = _listening_daemon(supervise, tmp_path)
+    path = sock_t.replace("{device_uuid}", _uuids()[1])
+    os.unlink(path)
+    with open(path, "w") as fh:
+        fh.write("planted\n")
+    run.wait_for(lambda: "is a regular file, not a socket; the next engine start reloads the daemon" in run.output(),
+                 timeout=20, what="the warning")
+    time.sleep(2)
+    assert run.proc.poll() is None and run.record()["verdict"] == "ready"
+
+
+def test_a_fifo_planted_in_place_of_a_ready_file_is_removed_before_the_daemons_launch(supervise, tmp_path):
+    # the launcher writes its ready files with open(): on a FIFO it would block forever
+    ready_t, sock_t = _templates(tmp_path)
+    planted = ready_t.replace("{device_uuid}", _uuids()[0])
+    os.mkfifo(planted)
+    env = {"SGLANG_WEIGHT_CACHE_READY_TEMPLATE": ready_t, "SGLANG_WEIGHT_CACHE_SOCKET_TEMPLATE": sock_t}
+    run = supervise(settings={"serves": "weight_cache", "weight_cache_ready_template": ready_t},
+                    standin=env, server=[sys.executable, "-c", LISTENING_LAUNCHER])
+    try:
+        run.wait_for(lambda: run.notify.values("READY"), timeout=30, what="READY=1")
+        assert "removed the planted ready file %s before the daemon's launch" % planted in run.output()
+        assert "a FIFO" in run.output()
+    finally:
+        try:   # a writer still blocked in open() gets its reader and ends
+            os.close(os.open(planted, os.O_RDONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
 
 
 def test_socket_answers_needs_a_listening_socket_held_by_the_given_processes(tmp_path):

@@ -191,3 +191,33 @@ def test_a_gone_daemon_is_no_reload_fault(folder):
     health = wcs.daemon_health(ready_t, [UUID], daemon=_identity(sock_t))
     assert health.faults == {UUID: wcs.DAEMON_GONE} and health.reload_cures() == ()
     assert unusable_reason(health) is None
+
+
+# ---- before the daemon's launch: what its launcher would block on or refuse beside ------------
+def test_planted_ready_files_are_removed_before_the_launch_and_nothing_else(folder, daemon):
+    ready_t = os.path.join(folder, "{device_uuid}.ready")
+    uuids = ["GPU-fifo", "GPU-link", "GPU-other", "GPU-mine", "GPU-dead", "GPU-none"]
+    paths = {u: ready_t.replace("{device_uuid}", u.removeprefix("GPU-")) for u in uuids}
+    os.mkfifo(paths["GPU-fifo"])
+    target = os.path.join(folder, "target")
+    with open(target, "w") as fh:
+        fh.write("pid=1\n")
+    os.symlink(target, paths["GPU-link"])
+    other = subprocess.Popen(["sleep", "60"], user=NOBODY)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    try:
+        for uuid, pid in (("GPU-other", other.pid), ("GPU-mine", daemon.pid), ("GPU-dead", dead.pid)):
+            with open(paths[uuid], "w") as fh:
+                fh.write("pid=%d\n" % pid)
+        words = wcs.clear_planted_ready_files(ready_t, uuids)
+        assert not os.path.lexists(paths["GPU-fifo"]) and not os.path.lexists(paths["GPU-link"])
+        assert not os.path.exists(paths["GPU-other"])
+        assert open(target).read() == "pid=1\n"                    # the link's target untouched
+        assert os.path.exists(paths["GPU-mine"])                   # this user's: SGLang's own refusal stands
+        assert os.path.exists(paths["GPU-dead"])                   # a dead daemon's: its launcher cleans up
+        assert len(words) == 3 and all("before the daemon's launch" in w for w in words)
+        assert any("a FIFO" in w for w in words) and any("runs as uid %d" % NOBODY in w for w in words)
+    finally:
+        other.kill()
+        other.wait()
