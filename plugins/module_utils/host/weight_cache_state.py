@@ -156,11 +156,9 @@ def _gpu_fault(path, ready, why, daemon, proc_root):
         return (READY_FILE_REFUSED, why) if why else (NO_READY_FILE, "no ready file %s" % path)
     if ready.pid is None:
         return NO_PID, "ready file %s names no pid" % path
-    if daemon is None:
-        return (None, "") if pid_alive(ready.pid, proc_root) else (DAEMON_GONE, "daemon pid %s of %s is gone" % (ready.pid, path))
-    not_it = is_daemon_process(ready.pid, daemon, proc_root)
-    if not_it == "is gone":
+    if not pid_alive(ready.pid, proc_root):
         return DAEMON_GONE, "daemon pid %s of %s is gone" % (ready.pid, path)
+    not_it = is_daemon_process(ready.pid, daemon, proc_root) if daemon is not None else ""
     if not_it:
         return NOT_THE_DAEMON, "ready file %s names pid %s, which %s: stale" % (path, ready.pid, not_it)
     return None, ""
