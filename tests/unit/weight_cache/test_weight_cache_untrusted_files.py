@@ -14,7 +14,7 @@ import threading
 import pytest
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.host import weight_cache_state as wcs
-from ansible_collections.sglang_ops.serving.plugins.module_utils.services.engine_cache_start import unusable_reason
+from ansible_collections.sglang_ops.serving.plugins.module_utils.services import engine_cache_start
 
 UUID = "GPU-aaaa-0000"
 NOBODY = 65534
@@ -75,7 +75,7 @@ def test_a_fifo_in_place_of_a_ready_file_is_refused_without_blocking(folder, dae
     ready_t, sock_t = _templates(folder)
     os.mkfifo(_path(ready_t))
     try:
-        health = _health_within(5, ready_t, [UUID], daemon=_identity())
+        health = _health_within(5, ready_t, [UUID])        # whoever asks: never blocks
         assert health is not None, "reading the ready file blocked on the FIFO"
         assert not health.healthy and health.faults == {UUID: wcs.READY_FILE_REFUSED}
         assert "a FIFO" in health.reason and _path(ready_t) in health.reason
@@ -107,7 +107,7 @@ def test_a_ready_file_naming_another_users_process_is_stale(folder):
         assert not health.healthy and health.faults == {UUID: wcs.NOT_THE_DAEMON}
         assert "runs as uid %d" % NOBODY in health.reason and "stale" in health.reason
         assert health.pids == {} and health.reload_cures() == (UUID,)
-        assert unusable_reason(health).startswith("daemon_not_healthy: ")
+        assert engine_cache_start.unusable_reason(health).startswith("daemon_not_healthy: ")
     finally:
         other.kill()
         other.wait()
@@ -131,7 +131,7 @@ def test_a_daemon_of_the_launcher_with_its_listening_socket_is_healthy(folder, d
     try:
         health = wcs.daemon_health(ready_t, [UUID], daemon=_identity(sock_t))
         assert health.healthy and health.pids == {UUID: daemon.pid} and health.faults == {}
-        assert unusable_reason(health) is None
+        assert engine_cache_start.unusable_reason(health) is None
     finally:
         s.close()
 
@@ -145,7 +145,7 @@ def test_a_regular_file_in_place_of_the_socket_is_unusable(folder, daemon):
     assert not health.healthy and health.faults == {UUID: wcs.SOCKET_UNUSABLE}
     assert "is a regular file, not a socket" in health.reason
     assert health.pids == {UUID: daemon.pid}          # the daemon lives: its reload can stop it
-    assert unusable_reason(health) == "daemon_not_healthy: " + health.reason
+    assert engine_cache_start.unusable_reason(health) == "daemon_not_healthy: " + health.reason
 
 
 def test_a_socket_nobody_accepts_on_is_unusable(folder, daemon):
@@ -190,7 +190,7 @@ def test_a_gone_daemon_is_no_reload_fault(folder):
     _write_ready(ready_t, proc.pid)
     health = wcs.daemon_health(ready_t, [UUID], daemon=_identity(sock_t))
     assert health.faults == {UUID: wcs.DAEMON_GONE} and health.reload_cures() == ()
-    assert unusable_reason(health) is None
+    assert engine_cache_start.unusable_reason(health) is None
 
 
 # ---- before the daemon's launch: what its launcher would block on or refuse beside ------------
