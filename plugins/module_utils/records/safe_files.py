@@ -66,6 +66,11 @@ def _kind(mode):
     return "a regular file" if stat.S_ISREG(mode) else "not a regular file"
 
 
+def describe(mode):
+    """What an lstat st_mode is, in words: "a FIFO", "a symbolic link", "a regular file", ..."""
+    return _kind(mode)
+
+
 def _check(st, path, want_dir, owner):
     if want_dir and not stat.S_ISDIR(st.st_mode):
         raise UnsafeEntry(path, "%s where a folder is expected" % _kind(st.st_mode))

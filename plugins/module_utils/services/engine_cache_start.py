@@ -17,6 +17,16 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.records import 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services import weight_cache_watch
 
 
+def unusable_reason(health):
+    """daemon_not_healthy with the words, when the daemon's supervisor says ready but a GPU's
+    daemon cannot be attached to here in a way its reload cures (a ready file refused or
+    naming another process, a socket that is not the daemon's or not listening): the start
+    is cold, never a warm one that fails on it. None otherwise."""
+    if health is None or health.healthy or not health.reload_cures():
+        return None
+    return "%s: %s" % (weight_cache.REASON_DAEMON_NOT_HEALTHY, health.reason)
+
+
 class EngineCacheStart:
     """One engine start attaching to the weight cache daemon (cache_watch: the unit's
     weight_cache_watch.WeightCacheWatch). start_kind is None until wait() returns;
@@ -41,9 +51,13 @@ class EngineCacheStart:
         previous = weight_cache_watch.previous_start(self.s.starts_dir, self.record.name)
         decision, health = self._await_daemon(None)
         if decision == "go":
-            planned = warm_cold.decide(previous, True, budget=self._read_budget("before", previous),
+            unusable = unusable_reason(health)
+            planned = warm_cold.decide(previous, unusable is None, budget=self._read_budget("before", previous),
                                        min_deliveries=self.s.weight_cache_min_deliveries)
-            self.cold_reason = planned.reason if planned.cold else None
+            if planned.cold and planned.reason == weight_cache.REASON_DAEMON_NOT_HEALTHY:
+                self.cold_reason = unusable
+            else:
+                self.cold_reason = planned.reason if planned.cold else None
             since = self._reload_daemon(previous, health) if self.cold_reason else None
             if since is not None:
                 decision, health = self._await_daemon(since)
@@ -129,11 +143,14 @@ class EngineCacheStart:
 
     def _reload_daemon(self, previous, health):
         """A cold start: the daemon's processes (those of its unit named by the ready files)
-        get SIGTERM unless it was loaded after the previous start ended. The epoch time from
+        get SIGTERM unless it was loaded after the previous start ended and nothing of it is
+        unusable (weight_cache_state.RELOAD_CURES). The epoch time from
         which a daemon start counts as the reload, or None when none is needed or possible."""
         why = "the previous start %s ended %s (%s)" % (
-            os.path.basename(previous.get("dir") or ""), previous.get("verdict"), previous.get("reason_code"))
-        if weight_cache_watch.loaded_since(self.cache_watch.ready_mtimes(), previous):
+            os.path.basename(previous.get("dir") or ""), previous.get("verdict"), previous.get("reason_code")) \
+            if previous else "no previous start"
+        if previous and not health.reload_cures() and \
+                weight_cache_watch.loaded_since(self.cache_watch.ready_mtimes(), previous):
             self.say("cold start (%s): %s; the weight cache daemon was loaded since" % (self.cold_reason, why))
             return None
         pids = weight_cache_watch.daemon_pids_to_stop(health, self.s.unit)

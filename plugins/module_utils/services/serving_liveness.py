@@ -88,8 +88,9 @@ class ServingLiveness:
     def cache_daemon(self, cache_watch):
         """The weight cache daemon's liveness (cache_watch: its weight_cache_watch.WeightCacheWatch):
         the launcher still runs and every GPU's ready file names a live daemon; (code,
-        reason) when that ends. A ready file that names no pid while its daemon's socket
-        listens is a warning (weight_cache_watch)."""
+        reason) when that ends. A ready file that names no pid, not the daemon or cannot be
+        read while its daemon's socket listens, or a live daemon whose socket is unusable, is
+        a warning (weight_cache_watch)."""
         warned = ()
         while True:
             self.sleep(self.s.liveness_interval_s)
@@ -107,7 +108,7 @@ class ServingLiveness:
             warned = warnings
             status = "ready%s%s" % (SEP, ready_words(health, len(cache_watch.uuids)))
             if warnings:
-                status += "%swarning: %d ready file(s) name no pid" % (SEP, len(warnings))
+                status += "%swarning: %d GPU(s) with a ready file or socket at fault" % (SEP, len(warnings))
             self.notify.send(WATCHDOG=1, STATUS=status)
 
 

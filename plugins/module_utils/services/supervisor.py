@@ -163,7 +163,9 @@ class Supervisor:
         self.attempt = 1         # systemd's restarts of the unit so far, plus one
         self.observe_only = None  # a observe_only_decision.ObserveOnly when rule 4 holds this start unkilled
         # the weight cache daemon this unit is (serves weight_cache) or attaches to; None: none
-        self.cache_watch = WeightCacheWatch(settings.weight_cache_ready_template, settings.nvidia_smi) \
+        self.cache_watch = WeightCacheWatch(
+            settings.weight_cache_ready_template, settings.nvidia_smi,
+            daemon_unit=None if self.serves_cache else weight_cache.daemon_unit(settings.unit)) \
             if settings.weight_cache_ready_template else None
         self.cache_start = None  # EngineCacheStart of an engine attaching to the daemon
 
@@ -352,6 +354,9 @@ class Supervisor:
                 return self._finish("stopped", "starting", "starting", "stopped by systemd (SIGTERM) while waiting "
                                     "for the weight cache daemon", 0)
             self.t0 = self.clock()   # the start is the engine's, from its launch
+        elif self.serves_cache:
+            for words in self.cache_watch.clear_planted():
+                self.say("warning: %s" % words)
         try:
             self.server.spawn(log_filter.blanker(self.api_key))
         except OSError as e:

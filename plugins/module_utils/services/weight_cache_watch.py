@@ -13,9 +13,14 @@ it starts, as the restart playbook does (plugin_utils/restart/weight_cache_step.
   no evidence of starting (no start record, a start that ended, a supervisor that stopped
   writing): the engine then starts and loads from disk itself (DaemonWait).
 
-A ready file that names no pid beside a daemon whose socket listens, held by a process of
-the daemon's launcher, is a warning, not a dead daemon (WeightCacheWatch.check with
-launcher_pid).
+A daemon is a process of the daemon's unit running as its user, and a GPU's daemon serves
+only where its socket is a socket of that user that listens (weight_cache_state.DaemonIdentity);
+an engine finding a ready file refused (a FIFO), naming another process, or an unusable
+socket starts cold (EngineCacheStart). For the daemon's own supervisor the same faults are
+warnings, not a dead daemon, while the daemon still serves (WeightCacheWatch.check with
+launcher_pid): a ready file that names no pid, no daemon or cannot be read beside a socket
+that listens in a process of the launcher, or a live daemon whose socket was replaced (the
+engines attached to it keep their weights; the next engine start reloads it).
 """
 import os
 import stat
@@ -36,19 +41,23 @@ SOCKET_TEMPLATE_ENV = "SGLANG_WEIGHT_CACHE_SOCKET_TEMPLATE"
 # the engine's previous start ended (a cold restart run stopped the engine and restarted the
 # daemon, or systemd restarted the daemon), so this start's weights came from disk.
 REASON_DAEMON_RELOADED = "daemon_reloaded"
-_PROC_NET_UNIX_MAX_BYTES = 4 * 2**20
-_UNIX_LISTENING = 0x10000   # __SO_ACCEPTCON in /proc/net/unix's Flags
+# Faults of a GPU's ready file its daemon's own supervisor tolerates while the daemon listens.
+_TOLERATED_READY_FAULTS = (weight_cache_state.NO_PID, weight_cache_state.READY_FILE_REFUSED,
+                           weight_cache_state.NOT_THE_DAEMON)
+listening_unix_sockets = weight_cache_state.listening_unix_sockets
 
 
 class WeightCacheWatch:
     def __init__(self, ready_template, nvidia_smi="nvidia-smi", env=None,
-                 read_uuids=weight_cache_state.read_unit_gpu_uuids, health=weight_cache_state.daemon_health):
+                 read_uuids=weight_cache_state.read_unit_gpu_uuids, health=weight_cache_state.daemon_health,
+                 daemon_unit=None):
         self.ready_template = ready_template
+        self.daemon_unit = daemon_unit    # the daemon's unit, for an engine's supervisor (its own: launcher_pid)
         self.nvidia_smi, self.env = nvidia_smi, env
         self._read_uuids, self._health = read_uuids, health
         self.uuids = []
         self.last = None
-        self.warnings = ()    # GPUs served by a daemon whose ready file is malformed (check with launcher_pid)
+        self.warnings = ()    # GPUs served by a daemon whose ready file or socket is at fault (check with launcher_pid)
         self.dead = ()        # GPUs whose ready file names a pid that is gone
 
     def socket_template(self):
@@ -56,9 +65,10 @@ class WeightCacheWatch:
 
     def check(self, launcher_pid=None):
         """DaemonHealth now; the unit's GPUs are read once, when first known. launcher_pid:
-        the daemon's launcher (the daemon's own supervisor passes its child): a GPU whose
-        ready file exists but names no pid counts as served while its socket listens in a
-        process below the launcher, and is named in self.warnings."""
+        the daemon's launcher (the daemon's own supervisor passes its child): its daemons are
+        the processes below it, and a GPU whose ready file names no pid, no daemon or cannot
+        be read counts as served while its socket listens in a process below the launcher, as
+        does a live daemon whose socket is unusable; both are named in self.warnings."""
         self.warnings = ()
         self.dead = ()
         if not self.uuids:
@@ -66,16 +76,14 @@ class WeightCacheWatch:
             if not self.uuids:
                 self.last = weight_cache_state.DaemonHealth(False, reason="the unit's GPUs are not known: %s" % why)
                 return self.last
-        health = self._health(self.ready_template, self.uuids)
-        self.dead = tuple(uuid for uuid in health.missing if self._names_dead_pid(uuid))
+        daemon = weight_cache_state.DaemonIdentity(unit=self.daemon_unit, launcher_pid=launcher_pid,
+                                                   socket_template=self.socket_template())
+        health = self._health(self.ready_template, self.uuids, daemon=daemon)
+        self.dead = tuple(uuid for uuid, fault in health.faults.items() if fault == weight_cache_state.DAEMON_GONE)
         if not health.healthy and launcher_pid is not None:
             health = self._tolerate_malformed(health, launcher_pid)
         self.last = health
         return health
-
-    def _names_dead_pid(self, uuid):
-        ready = weight_cache_state.read_ready_file(weight_cache.ready_path(self.ready_template, uuid))
-        return ready is not None and ready.pid is not None and not weight_cache_state.pid_alive(ready.pid)
 
     def _tolerate_malformed(self, health, launcher_pid):
         template = self.socket_template()
@@ -86,15 +94,28 @@ class WeightCacheWatch:
         warnings = []
         for uuid in health.missing:
             path = weight_cache.ready_path(self.ready_template, uuid)
-            ready = weight_cache_state.read_ready_file(path)
-            if ready is None or ready.pid is not None:
-                return health        # no file, or a pid that is gone: a daemon is missing
             sock = weight_cache.ready_path(template, uuid)
-            if not socket_answers(sock, listening, below):
-                return health
-            warnings.append("ready file %s names no pid, but its daemon listens on %s" % (path, sock))
+            fault = health.faults.get(uuid)
+            if fault == weight_cache_state.SOCKET_UNUSABLE:
+                # the daemon lives and keeps serving the engines attached to it
+                warnings.append("%s; the next engine start reloads the daemon" % health.words[uuid])
+                continue
+            if fault not in _TOLERATED_READY_FAULTS or not socket_answers(sock, listening, below):
+                return health        # no file, a pid that is gone, or no daemon listens: a daemon is missing
+            if fault == weight_cache_state.NO_PID:
+                warnings.append("ready file %s names no pid, but its daemon listens on %s" % (path, sock))
+            else:
+                warnings.append("%s, but its daemon listens on %s" % (health.words[uuid], sock))
         self.warnings = tuple(warnings)
         return weight_cache_state.DaemonHealth(True, health.pids, (), "", health.configs)
+
+    def clear_planted(self):
+        """The daemon's own supervisor, before it launches the daemon: removes ready files its
+        launcher would block on or refuse to start beside (weight_cache_state.clear_planted_ready_files);
+        [words for the journal]. Nothing when the unit's GPUs are not known."""
+        if not self.uuids:
+            self.uuids, dummy_why = self._read_uuids(self.nvidia_smi, self.env)
+        return weight_cache_state.clear_planted_ready_files(self.ready_template, self.uuids)
 
     def observation(self, health=None):
         """The trace's `weight_cache` field: {"healthy", "gpus", "ready", "reason"}."""
@@ -112,27 +133,6 @@ class WeightCacheWatch:
             except OSError:
                 pass
         return out
-
-
-def listening_unix_sockets(path="/proc/net/unix"):
-    """{socket path: inode} of the listening Unix sockets of this network namespace."""
-    try:
-        with open(path, "rb") as fh:
-            text = fh.read(_PROC_NET_UNIX_MAX_BYTES).decode("utf-8", "replace")
-    except OSError:
-        return {}
-    out = {}
-    for line in text.splitlines()[1:]:
-        parts = line.split(None, 7)
-        if len(parts) < 8:
-            continue
-        try:
-            flags, inode = int(parts[3], 16), int(parts[6])
-        except ValueError:
-            continue
-        if flags & _UNIX_LISTENING:
-            out[parts[7]] = inode
-    return out
 
 
 def _holds_inode(pid, inode, proc_root="/proc"):

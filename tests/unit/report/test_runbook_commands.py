@@ -18,7 +18,8 @@ BIN = os.path.join(ROOT, "bin")
 VENV_BIN = os.path.dirname(sys.executable)
 PRODUCTION = "inventories/production"
 # The runbook's placeholders, as the production inventory spells them.
-PLACEHOLDERS = {"HOST": "gpu-k26-01", "GROUP": "sglang", "N": "1", "STAMP": "20261130T031208Z"}
+PLACEHOLDERS = {"HOST": "gpu-k26-01", "GROUP": "sglang", "N": "1", "STAMP": "20261130T031208Z",
+                "LB": "localhost"}   # the load balancer's socket on the controller (sglang_lb.host's default)
 CONTROLLER_TOOLS = ("bin/sglang-ops", "ansible-playbook", "ansible ")
 PLAYBOOK_OF = {"restart": "playbooks/restart.yml", "status": "playbooks/status.yml"}
 

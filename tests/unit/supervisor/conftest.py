@@ -16,6 +16,14 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 SRC = os.path.join(ROOT, "tests", "standin", "src")
+# The weight cache daemon's processes are those of its unit (cgroup) in production; here the
+# test's own fake daemon counts as one (an engine's supervisor trusts no other pid, and its
+# SIGTERM then reaches a real process). The unit's process list (where the delivery budget's
+# reader looks for the daemon's launcher) holds DAEMON_UNIT_PIDS: none unless a test names them.
+IN_UNIT = ("from ansible_collections.sglang_ops.serving.plugins.module_utils.host import cgroup\n"
+           "cgroup.in_unit = lambda pid, service: service == 'sglang-test-weights.service'\n"
+           "cgroup.unit_processes = lambda service: [{'pid': p} for p in DAEMON_UNIT_PIDS]\n"
+           "DAEMON_UNIT_PIDS = []\n")
 SUPERVISOR = os.path.join(ROOT, "roles", "sglang_service", "files", "sglang-supervisor")
 API_KEY = "sk-supervisor-test-key 'quoted' $x"
 COLLECTIONS = os.path.join(ROOT, "collections")

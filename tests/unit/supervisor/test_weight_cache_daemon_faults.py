@@ -20,7 +20,7 @@ from ansible_collections.sglang_ops.serving.plugins.module_utils.host.weight_cac
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records import start_records
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services import weight_cache_watch
 from ansible_collections.sglang_ops.serving.plugins.module_utils.services.weight_cache_watch import DaemonWait
-from ansible_collections.sglang_ops.serving.tests.unit.supervisor.conftest import SRC
+from ansible_collections.sglang_ops.serving.tests.unit.supervisor.conftest import IN_UNIT, SRC
 
 # A daemon launcher as SGLang's: one child per GPU that binds its Unix socket (listening) and
 # then writes its ready file naming itself; the launcher exits when a child dies.
@@ -96,7 +96,7 @@ def test_a_malformed_ready_file_beside_a_listening_daemon_is_a_warning_not_a_kil
     time.sleep(3)                                        # six liveness checks
     assert run.proc.poll() is None                       # the daemon's supervisor did not end its start
     assert _watchdogs(run) > before                      # and still tells systemd it is alive
-    assert any("name no pid" in s for s in run.notify.values("STATUS"))
+    assert any("1 GPU(s) with a ready file or socket at fault" in s for s in run.notify.values("STATUS"))
     assert run.record()["verdict"] == "ready"
     # the daemon itself dying is still a death, malformed file or not
     os.kill(pid, signal.SIGKILL)
@@ -114,6 +114,38 @@ def test_a_malformed_ready_file_without_a_listening_socket_is_a_dead_daemon(supe
         fh.write("garbage\n")
     assert run.wait(30) == 79
     assert "names no pid" in run.record()["reason"]
+
+
+def test_a_regular_file_in_place_of_a_live_daemons_socket_is_a_warning_to_its_supervisor(supervise, tmp_path):
+    # the daemon still serves the engine attached to it; the next engine start reloads it
+    run, dummy_ready_t, sock_t = _listening_daemon(supervise, tmp_path)
+    path = sock_t.replace("{device_uuid}", _uuids()[1])
+    os.unlink(path)
+    with open(path, "w") as fh:
+        fh.write("planted\n")
+    run.wait_for(lambda: "is a regular file, not a socket; the next engine start reloads the daemon" in run.output(),
+                 timeout=20, what="the warning")
+    time.sleep(2)
+    assert run.proc.poll() is None and run.record()["verdict"] == "ready"
+
+
+def test_a_fifo_planted_in_place_of_a_ready_file_is_removed_before_the_daemons_launch(supervise, tmp_path):
+    # the launcher writes its ready files with open(): on a FIFO it would block forever
+    ready_t, sock_t = _templates(tmp_path)
+    planted = ready_t.replace("{device_uuid}", _uuids()[0])
+    os.mkfifo(planted)
+    env = {"SGLANG_WEIGHT_CACHE_READY_TEMPLATE": ready_t, "SGLANG_WEIGHT_CACHE_SOCKET_TEMPLATE": sock_t}
+    run = supervise(settings={"serves": "weight_cache", "weight_cache_ready_template": ready_t},
+                    standin=env, server=[sys.executable, "-c", LISTENING_LAUNCHER])
+    try:
+        run.wait_for(lambda: run.notify.values("READY"), timeout=30, what="READY=1")
+        assert "removed the planted ready file %s before the daemon's launch" % planted in run.output()
+        assert "a FIFO" in run.output()
+    finally:
+        try:   # a writer still blocked in open() gets its reader and ends
+            os.close(os.open(planted, os.O_RDONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
 
 
 def test_socket_answers_needs_a_listening_socket_held_by_the_given_processes(tmp_path):
@@ -153,16 +185,6 @@ def _write_ready(ready_t, pid, mtime=None):
             fh.write("pid=%d\nconfig={}\n" % pid)
         if mtime is not None:
             os.utime(path, (mtime, mtime))
-
-
-# The daemon's processes are those of its unit (cgroup) in production; here the test's own
-# fake daemon counts as one, so that the supervisor's SIGTERM reaches a real process. The
-# unit's process list (where the budget's reader looks for the daemon's launcher) holds
-# DAEMON_UNIT_PIDS: none unless a test names them.
-IN_UNIT = ("from ansible_collections.sglang_ops.serving.plugins.module_utils.host import cgroup\n"
-           "cgroup.in_unit = lambda pid, service: service == 'sglang-test-weights.service'\n"
-           "cgroup.unit_processes = lambda service: [{'pid': p} for p in DAEMON_UNIT_PIDS]\n"
-           "DAEMON_UNIT_PIDS = []\n")
 
 
 def test_after_a_failed_warm_start_the_engine_stops_an_older_daemon_and_starts_cold(supervise, tmp_path):
@@ -238,6 +260,52 @@ def test_after_a_ready_or_cold_start_the_engine_starts_warm(supervise, tmp_path)
     finally:
         daemon.kill()
         daemon.wait()
+
+
+def test_a_regular_file_in_place_of_the_socket_makes_the_first_start_cold(supervise, tmp_path):
+    # the daemon's supervisor says ready and its daemon lives, but a GPU's socket is a plain
+    # file: the engine starts cold at once (the daemon reloaded), never warm on that socket
+    import socket
+    ready_t, sock_t = _templates(tmp_path)
+    old_daemon = _sleeper()
+    _write_ready(ready_t, old_daemon.pid, mtime=time.time() - 600)
+    for uuid in _uuids():
+        with open(sock_t.replace("{device_uuid}", uuid), "w") as fh:
+            fh.write("planted\n")
+    _previous_start(tmp_path / "starts", "ready", "ready", "warm", time.time() - 60)
+    daemon_start = start_records.StartRecord(str(tmp_path / "starts-weights"), time.time() - 700, os.getpid())
+    daemon_start.update(verdict="ready", reason_code="ready")
+    run = supervise(settings={"weight_cache_ready_template": ready_t, "start_timeout_s": 120}, prelude=IN_UNIT,
+                    standin={"SGLANG_WEIGHT_CACHE_SOCKET_TEMPLATE": sock_t})
+    listeners = []
+    try:
+        run.wait_for(lambda: "stopping the weight cache daemon's processes %d" % old_daemon.pid in run.output(),
+                     timeout=30, what="the daemon stopped")
+        assert old_daemon.wait(10) == -signal.SIGTERM
+        assert "is a regular file, not a socket" in run.output()
+        assert not run.server_pids()
+        new_daemon = _sleeper()
+        for uuid in _uuids():                            # the daemon's unit loaded again: real sockets
+            path = sock_t.replace("{device_uuid}", uuid)
+            os.unlink(path)
+            listeners.append(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
+            listeners[-1].bind(path)
+            listeners[-1].listen(1)
+        try:
+            _write_ready(ready_t, new_daemon.pid)
+            run.wait_for(lambda: run.notify.values("READY"), timeout=90, what="READY=1")
+            record = run.record()
+            assert record["restart_kind"] == "cold"
+            assert record["restart_kind_reason"].startswith("daemon_not_healthy: ")
+            assert "is a regular file, not a socket" in record["restart_kind_reason"]
+        finally:
+            new_daemon.kill()
+            new_daemon.wait()
+    finally:
+        for listener in listeners:
+            listener.close()
+        old_daemon.kill()
+        old_daemon.wait()
 
 
 def test_the_supervisors_rule_is_the_playbooks_decision():

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 from ansible_collections.sglang_ops.serving.plugins.module_utils.records.trace_format import read_trace
-from ansible_collections.sglang_ops.serving.tests.unit.supervisor.conftest import SRC
+from ansible_collections.sglang_ops.serving.tests.unit.supervisor.conftest import IN_UNIT, SRC
 
 # The daemon's launcher as SGLang's: the lines it prints, one child per GPU, the ready files
 # (pid= of the child), and an exit as soon as a child dies.
@@ -79,7 +79,7 @@ def test_a_daemon_that_dies_after_ready_fails_with_a_class_a_restart_helps(super
 
 def test_an_engine_waits_for_its_daemon_then_records_the_kind_of_its_start(supervise, tmp_path):
     template = _template(tmp_path)
-    run = supervise(settings={"weight_cache_ready_template": template, "start_timeout_s": 120})
+    run = supervise(settings={"weight_cache_ready_template": template, "start_timeout_s": 120}, prelude=IN_UNIT)
     run.wait_for(lambda: any(s.startswith("waiting for the weight cache daemon") for s in run.notify.values("STATUS")),
                  what="the wait for the daemon")
     assert not run.server_pids()                                 # the engine is not started yet
