@@ -200,8 +200,8 @@ class Estimate:
                 fmt_duration(self.remaining_low_s), fmt_duration(self.remaining_high_s), self.phase,
                 fmt_duration(self.overdue_s), fmt_duration(self.usual_phase_s), usual)
         if self.range_reason == "spread":
-            return "ETA %s (%s-%s, usual %s)" % (fmt_duration(self.remaining_s), fmt_duration(self.remaining_low_s),
-                                                fmt_duration(self.remaining_high_s), usual)
+            return "ETA %s (%s-%s, usual %s)" % (
+                fmt_duration(self.remaining_s), fmt_duration(self.remaining_low_s), fmt_duration(self.remaining_high_s), usual)
         if self.range_reason == "history_disagrees":
             return "ETA %s-%s (%s took %s-%s in earlier starts; usual %s)" % (
                 fmt_duration(self.remaining_low_s), fmt_duration(self.remaining_high_s), self.phase,
