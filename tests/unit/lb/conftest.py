@@ -59,12 +59,22 @@ class HAProxy:
         self.dir = directory
         self.admin_socket = os.path.join(directory, "admin.sock")
         self.user_socket = os.path.join(directory, "user.sock")
-        self.tcp_socket = "127.0.0.1:%d" % free_port()
-        self.frontend_port = free_port()
         self.backend, self.servers = BACKEND, SERVERS
         self.replicas = [_Replica() for name in SERVERS]
-        servers = "\n".join("    server %s 127.0.0.1:%d" % (name, r.port) for name, r in zip(SERVERS, self.replicas))
         self.config = os.path.join(directory, "haproxy.cfg")
+        # A free port is free only when asked: on a busy machine another process may bind it
+        # before haproxy does, so a start that lost its port is tried again with new ones.
+        for attempt in range(5):
+            if self._start() or "Address already in use" not in self._log_text():
+                break
+        if not self._answers():
+            raise AssertionError("haproxy did not start: " + self._log_text())
+
+    def _start(self):
+        """Write the config on new ports and start haproxy; True once its admin socket answers."""
+        self.tcp_socket = "127.0.0.1:%d" % free_port()
+        self.frontend_port = free_port()
+        servers = "\n".join("    server %s 127.0.0.1:%d" % (name, r.port) for name, r in zip(SERVERS, self.replicas))
         with open(self.config, "w") as f:
             f.write("""global
     stats socket %s level admin
@@ -81,14 +91,19 @@ frontend api
 backend %s
 %s
 """ % (self.admin_socket, self.user_socket, self.tcp_socket, self.frontend_port, BACKEND, BACKEND, servers))
-        self.log = open(os.path.join(directory, "haproxy.log"), "wb")
+        self.log = open(os.path.join(self.dir, "haproxy.log"), "wb")
         self.proc = subprocess.Popen([HAPROXY, "-db", "-f", self.config], stdout=self.log, stderr=self.log,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         end = time.monotonic() + 10
         while not self._answers():
             if self.proc.poll() is not None or time.monotonic() > end:
-                raise AssertionError("haproxy did not start: " + open(self.log.name).read())
+                return False
             time.sleep(0.05)
+        return True
+
+    def _log_text(self):
+        with open(self.log.name, encoding="utf-8", errors="replace") as f:
+            return f.read()
 
     def _answers(self):
         try:
