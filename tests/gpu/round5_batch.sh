@@ -59,11 +59,13 @@ JSON
   mark "sup-$name exit $?"
 }
 
-if [ "${LITE:-0}" = 1 ]; then   # the short set (about 6 minutes): calibration, workers, then vanish, never, shared
-  mark "calibration start"
-  $PY -u tests/gpu/power_calibration.py --out "$W/out/power_calibration_$CARD.json" --seconds 15 --phases idle,spin_flag,gemm \
-    > "$W/out/calibration.log" 2>&1
-  mark "calibration end rc=$?"
+if [ "${LITE:-0}" = 1 ]; then   # the short set (about 6 minutes): calibration (CALIBRATE=0: none), workers, then vanish, never, shared
+  if [ "${CALIBRATE:-1}" = 1 ]; then
+    mark "calibration start"
+    $PY -u tests/gpu/power_calibration.py --out "$W/out/power_calibration_$CARD.json" --seconds 15 --phases idle,spin_flag,gemm \
+      > "$W/out/calibration.log" 2>&1
+    mark "calibration end rc=$?"
+  fi
   rec workers --scenarios workers --gemm-s "${GEMM_S:-90}" --port 30102 --budget-s 200
   [ "${MICRO:-0}" = 1 ] && { mark "all done"; touch "$W/out/all-done"; exit 0; }   # calibration and workers only
   rec vanish --scenarios vanish --after-s 100 --port 30111 --budget-s 170 --dist-port-base 29611 &
