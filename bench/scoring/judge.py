@@ -6,7 +6,8 @@ failed  -> stalled or failed, at or after the onset (earlier: premature, a false
 stalled -> stalled or failed, at or after the onset, within 600 s of it when the trace
            has py-spy stacks, else 1800 + 2 * poll_s s.
 A patient variant (Label.patient) passes undecided to the end of its recording, however
-long: its trace says the fault looks like healthy work without that channel.
+long: its trace says the fault looks like healthy work without that channel, or that the
+start is right to wait on it longer than it was recorded (expect.patient_s).
 Stalled and failed both mean "act now", so either passes for either fault; the phase is
 reported (phase_right), not required.
 """
@@ -66,7 +67,8 @@ def _judge_outcome(label, result, end_t):
         return Judgement(NO_READY, "verdict %s, never ready" % verdict)
     if verdict not in ACTED:
         if label.patient and end_t is not None and end_t >= label.onset_t - ONSET_SLACK_S:
-            return Judgement(PASS, "patient: %s to the end of the recording (expect.without_gpu / without_stacks)" % verdict)
+            return Judgement(PASS, "patient: %s to the end of the recording (expect.without_gpu / without_stacks / patient_s)"
+                             % verdict)
         if end_t is not None and _in_budget(label, end_t):
             return Judgement(MISSED_AT_END, "MISSED (%s); the trace ended inside the budget" % verdict)
         return Judgement(MISSED, "MISSED (%s)" % verdict)

@@ -22,7 +22,8 @@ class Label:
     # Set on a variant whose trace says its fault cannot be told from healthy work without
     # that variant's missing channel for as long as it was recorded (expect.without_gpu or
     # expect.without_stacks: "patient"): undecided to the end is then the right answer (rule 5), a verdict after
-    # the onset is fine too, and one before it is still premature.
+    # the onset is fine too, and one before it is still premature. Set too on a trace that ends
+    # inside the wait its label allows after the onset (expect.patient_s, rule 6).
     patient: bool = False
 
     @classmethod
@@ -36,7 +37,8 @@ class Label:
             raise ValueError("trace %s: a %s label needs a numeric onset_t" % (header.get("name"), expect["outcome"]))
         return cls(outcome=expect["outcome"], onset_t=None if onset_t is None else float(onset_t),
                    phase=expect.get("phase"), poll_s=poll_s_of(header),
-                   has_stacks=any("stacks" in o for o in observations), patient=expect.get("patient") is True)
+                   has_stacks=any("stacks" in o for o in observations),
+                   patient=expect.get("patient") is True or _ends_inside_its_wait(expect, observations))
 
     @property
     def budget_s(self):
@@ -46,6 +48,17 @@ class Label:
         if self.outcome == "stalled":
             return STALLED_WITH_STACKS_BUDGET_S if self.has_stacks else STALLED_BLIND_BUDGET_S + 2 * self.poll_s
         return None
+
+
+def _ends_inside_its_wait(expect, observations):
+    """expect.patient_s: the fault is one the start is right to wait on this long after its
+    onset (a peer node that has not come, up to the rendezvous's timeout), and the recording
+    ends before that."""
+    patient_s, onset_t = expect.get("patient_s"), expect.get("onset_t")
+    times = [o.get("t") for o in observations[-1:]] if observations else []
+    if not (is_number(patient_s) and is_number(onset_t) and times and is_number(times[0])):
+        return False
+    return times[0] < onset_t + patient_s
 
 
 def poll_s_of(header):

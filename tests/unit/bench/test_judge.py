@@ -89,3 +89,16 @@ def test_a_patient_label_passes_undecided_to_the_end_but_not_a_premature_verdict
     assert j.judge(patient, verdict("undecided", 4000.0), end_t=4000.0).ok
     assert j.judge(dataclasses.replace(patient, patient=False), verdict("undecided", 4000.0), end_t=4000.0).kind == j.MISSED
     assert not j.judge(label("stalled", 100.0), verdict("undecided", 400.0), end_t=400.0).ok
+
+
+def test_a_label_that_allows_a_wait_passes_a_recording_that_ends_inside_it_and_no_longer_one():
+    # a node at the rendezvous waits for its peer up to the rendezvous's timeout (10 min and a grace)
+    expect = {"outcome": "stalled", "onset_t": 3.6, "phase": "distributed_init", "patient_s": 627.0}
+    short = Label.of(dict(header("stalled", 3.6, 5.0, "distributed_init"), expect=expect), [obs(0), obs(160.0)])
+    assert short.patient
+    assert j.judge(short, verdict("undecided", 160.0), end_t=160.0).ok
+    assert j.judge(short, verdict("stalled", 1.0), end_t=160.0).kind == j.PREMATURE
+    long = Label.of(dict(header("stalled", 3.6, 5.0, "distributed_init"), expect=expect), [obs(0), obs(700.0)])
+    assert not long.patient
+    assert not j.judge(long, verdict("undecided", 700.0), end_t=700.0).ok
+    assert j.judge(long, verdict("failed", 635.0), end_t=700.0).ok
