@@ -45,7 +45,7 @@ def read_resident():
     def read(path, offset=0, length=None):
         length = os.path.getsize(path) - offset if length is None else length
         resident = 0
-        for _ in range(READ_ATTEMPTS):
+        for _attempt in range(READ_ATTEMPTS):
             with open(path, "rb") as fh:
                 fh.seek(offset)
                 fh.read(length)
