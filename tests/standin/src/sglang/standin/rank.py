@@ -105,6 +105,22 @@ class Rank:
             return self.rank in fault.ranks
         return default_all or self.rank == 0
 
+    def _sends_exit(self, fault):
+        """Whether this rank tells the server to exit after `fault`'s lines: a rank that prints
+        them, once they are out; rank 0 only when none of them runs on this node (an exit
+        from rank 0 beside a printing rank let the server kill it before its lines on a
+        loaded host)."""
+        return self._mine(fault, False) or (self.rank == 0 and not self._printer_on_node(fault))
+
+    def _printer_on_node(self, fault):
+        """Whether a rank this node runs prints `fault`'s lines (its ranks; none named: rank 0)."""
+        first = self.rank - self.spec["local_index"]
+        return any(self._mine_rank(fault, r) for r in range(first, first + self.spec["ranks_on_node"]))
+
+    @staticmethod
+    def _mine_rank(fault, rank):
+        return rank in fault.ranks if fault.ranks else rank == 0
+
     def hang(self, mode):
         self.holder.set(util=UTIL_SPIN if mode == "spin" else UTIL_IDLE)
         if mode == "spin":
@@ -141,7 +157,7 @@ class Rank:
                     for msg in logs.fatal_messages(preset, self.rank, self.s):
                         self.log(msg)
             if f.kind == "exit" or f.then == "exit":
-                if prints or self.rank == 0:
+                if self._sends_exit(f):
                     self.send("exit", code=f.code)
                 self.hang("idle")
             self.hang(f.mode)
