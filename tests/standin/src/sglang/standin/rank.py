@@ -101,24 +101,23 @@ class Rank:
 
     # -- faults ----------------------------------------------------------------
     def _mine(self, fault, default_all):
-        if fault.ranks:
-            return self.rank in fault.ranks
-        return default_all or self.rank == 0
+        return (default_all and not fault.ranks) or self._prints(fault, self.rank)
 
     def _sends_exit(self, fault):
         """Whether this rank tells the server to exit after `fault`'s lines: a rank that prints
         them, once they are out; rank 0 only when none of them runs on this node (an exit
         from rank 0 beside a printing rank let the server kill it before its lines on a
         loaded host)."""
-        return self._mine(fault, False) or (self.rank == 0 and not self._printer_on_node(fault))
+        return self._prints(fault, self.rank) or (self.rank == 0 and not self._printer_on_node(fault))
 
     def _printer_on_node(self, fault):
         """Whether a rank this node runs prints `fault`'s lines (its ranks; none named: rank 0)."""
         first = self.rank - self.spec["local_index"]
-        return any(self._mine_rank(fault, r) for r in range(first, first + self.spec["ranks_on_node"]))
+        return any(self._prints(fault, r) for r in range(first, first + self.spec["ranks_on_node"]))
 
     @staticmethod
-    def _mine_rank(fault, rank):
+    def _prints(fault, rank):
+        """Whether `rank` prints `fault`'s lines: a rank it names, else rank 0."""
         return rank in fault.ranks if fault.ranks else rank == 0
 
     def hang(self, mode):
