@@ -27,8 +27,10 @@ the weight load predicted for this start's conditions). The rules, in order:
   history's prediction as it ages (eta_live.live_weight), and a load it measures is never
   overdue.
 - every other phase: its usual duration (the median over the history) less the time
-  already spent in it (a phase no earlier start went through: the history's time from
-  where it began, less the phases the history has after it); a phase that read from storage in earlier starts (MIN_PHASE_BYTES)
+  already spent in it (a phase no earlier start went through has no time of its own in
+  the history: overdue from its first poll, and past the load the history's time after
+  its load carries the work SGLang named otherwise then); a phase that read from storage
+  in earlier starts (MIN_PHASE_BYTES)
   takes the mean of that and its bytes left at its measured read rate until it is
   overdue (such reads come in bursts, so neither alone is trusted).
 - a phase past its predicted duration is overdue: the estimate becomes a range, from the
@@ -40,7 +42,10 @@ the weight load predicted for this start's conditions). The rules, in order:
   phases ahead; the point (remaining_s) stays the median's.
 - past the weight load, the history's time after its load less this start's time since is
   a second guess (work moves between phases from one start to the next): the point is the
-  mean of the two, the longer while the phase is overdue, the range reaches both.
+  mean of the two, the range reaches both. While the phase is overdue the two are weighed
+  by where the history's work lay: the share of it in the phases ahead for the second
+  guess (an overrun is work moved in from there), the share in this phase for "as long
+  again" (an overrun is more of this phase's own work).
 - every other estimate is a range too (range_reason "spread"): the measured part within
   eta_live.LIVE_SPREAD, the part from history alone within GUESS_LOW..GUESS_HIGH of it.
 - never past twice the host's longest recorded start (LONGEST_FACTOR, except a phase that
@@ -156,7 +161,7 @@ class Estimate:
     phase: str
     remaining_s: float = None     # to ready; None when unknown (the middle of the range when overdue)
     phase_remaining_s: float = None
-    phase_basis: str = None       # shards | bytes | read_rate_history | page_cache | weight_cache | usual | overdue | bytes+usual | None
+    phase_basis: str = None       # shards | bytes | read_rate_history | page_cache | weight_cache | usual | not_in_history | overdue | bytes+usual | None
     usual_total_s: float = None   # the usual time to ready (median of the history)
     history_starts: int = 0
     remaining_low_s: float = None   # a range instead of a point: the phase is overdue, or its history disagrees
@@ -195,6 +200,10 @@ class Estimate:
                 fmt_duration(self.remaining_low_s), fmt_duration(self.longest_s))
         if self.remaining_s is None:
             return "ETA unknown (usual %s)" % usual
+        if self.overdue_s is not None and not self.usual_phase_s:
+            return "ETA %s-%s (%s: %s so far, no time in earlier starts; start usual %s)" % (
+                fmt_duration(self.remaining_low_s), fmt_duration(self.remaining_high_s), self.phase,
+                fmt_duration(self.overdue_s), usual)
         if self.overdue_s is not None:
             return "ETA %s-%s (%s overdue by %s, usual %s; start usual %s)" % (
                 fmt_duration(self.remaining_low_s), fmt_duration(self.remaining_high_s), self.phase,
@@ -406,7 +415,7 @@ class EtaEstimator:
         ahead = self.ahead_s(phase) or 0.0
         est.remaining_s = est.phase_remaining_s + ahead
         self._range(est, phase, in_phase_s, ahead)
-        self._after_load(est, t)
+        self._after_load(est, t, ahead)
         self._cap(est)
         return est
 
@@ -426,10 +435,13 @@ class EtaEstimator:
     def _by_history(self, est, phase, in_phase_s):
         """The phase's remaining time from its predicted duration; overdue past it."""
         predicted, basis = self.predicted_phase_s(phase)
-        if predicted is None and self.usual_total_s is not None and phase != WEIGHT_LOAD:
-            # a phase no earlier start went through (SGLang named its work otherwise then): the
-            # time the history took from here, less the phases it still has ahead
-            predicted, basis = max(0.0, self.usual_total_s - self._since_t - (self.ahead_s(phase) or 0.0)), "usual_total"
+        if predicted is None and self.history and phase != WEIGHT_LOAD:
+            # a phase no earlier start went through took no time in them: what it does now is
+            # more than they did here (as long again as it has run), or work they did under
+            # another name, which the history's time after its load carries (_after_load).
+            # Not the history's total from here: that counts a late peer's wait or a slow load
+            # this start has already left behind.
+            predicted, basis = 0.0, "not_in_history"
         est.usual_phase_s = predicted
         if predicted is None:
             return
@@ -476,7 +488,7 @@ class EtaEstimator:
         est.remaining_low_s, est.remaining_high_s = eta_live.spread(measured, est.remaining_s - measured)
         est.range_reason = "spread"
 
-    def _after_load(self, est, t):
+    def _after_load(self, est, t, ahead):
         """Past the weight load, the history's time from there to ready less this start's
         time since is a second guess: SGLang moves work between its phases from one start
         to the next (a tuning pass in the KV cache setup once, in the graph capture the next
@@ -489,9 +501,14 @@ class EtaEstimator:
             return
         est.remaining_low_s = min(est.remaining_low_s, left)
         est.remaining_high_s = max(est.remaining_high_s, left)
-        # an overdue phase may be the work that moved here, or more of it than last time: the
-        # longer of the two guesses (the mean would undo the overdue rule's "as long again")
-        est.remaining_s = max(est.remaining_s, left) if est.overdue_s is not None else (est.remaining_s + left) / 2.0
+        if est.overdue_s is None:
+            est.remaining_s = (est.remaining_s + left) / 2.0
+            return
+        # an overdue phase is more of its own work ("as long again") or work moved in from the
+        # phases ahead (the history's time after its load): each as likely as the history's
+        # work lay there, so a history whose long phase is still ahead says the second
+        moved = ahead / (ahead + est.usual_phase_s) if ahead + est.usual_phase_s > 0 else 0.0
+        est.remaining_s = moved * left + (1.0 - moved) * est.remaining_s
 
     def _cap(self, est):
         """No estimate ends past LONGEST_FACTOR x the longest recorded start: one that

@@ -65,7 +65,7 @@ def test_a_cold_start_after_a_warm_one_follows_the_gpu_memory_its_load_fills():
     assert e.text() == "ETA 9m10s (5m55s-13m05s, usual 2m40s)"
 
 
-def test_a_phase_no_earlier_start_went_through_counts_down_from_the_history_s_time_from_there():
+def test_a_phase_no_earlier_start_went_through_takes_the_history_s_time_after_its_load():
     history = {"outcome": "ready", "ready_after_s": 185.0, "phases": [
         {"phase": "starting", "started_s": 0.0, "duration_s": 10.0, "read_bytes": 0},
         {"phase": "weight_load", "started_s": 10.0, "duration_s": 5.0, "read_bytes": 0},
@@ -73,11 +73,34 @@ def test_a_phase_no_earlier_start_went_through_counts_down_from_the_history_s_ti
         {"phase": "http_server", "started_s": 180.0, "duration_s": 5.0, "read_bytes": 0}]}
     est = EtaEstimator([history])
     est.update(a(5, "starting"))
+    est.update(a(10, "weight_load"))
     est.update(a(20, "cuda_graph"))                       # SGLang named this start's long phase otherwise
     e = est.update(a(60, "cuda_graph"))
-    # 185 s usual, 20 s before this phase, 5 s of http_server ahead: 160 s for it, 40 s spent
-    assert e.phase_basis == "usual_total" and e.phase_remaining_s == pytest.approx(120)
-    assert e.remaining_s == pytest.approx(125) and e.text().startswith("ETA 2m05s (")
+    # no time of its own in the history: overdue from the start, as long again as it has run (40 s)
+    # plus http_server's 5 s; but the history's work lay ahead of it, so the history's time after
+    # its load is the point: 170 s less the 40 s spent
+    assert e.phase_basis == "overdue" and e.overdue_s == pytest.approx(40) and e.usual_phase_s == 0.0
+    assert e.remaining_s == pytest.approx(130)
+    assert (e.remaining_low_s, e.remaining_high_s) == (pytest.approx(5), pytest.approx(130))
+    assert e.text() == "ETA 5s-2m10s (cuda_graph: 40s so far, no time in earlier starts; start usual 3m05s)"
+
+
+def test_a_phase_no_earlier_start_went_through_is_not_given_the_time_a_late_peer_cost_the_history():
+    # the history waited 220 s for a peer in its rendezvous; this start's peers were on time
+    history = {"outcome": "ready", "ready_after_s": 250.0, "phases": [
+        {"phase": "distributed_init", "started_s": 0.0, "duration_s": 220.0, "read_bytes": 0},
+        {"phase": "weight_load", "started_s": 220.0, "duration_s": 5.0, "read_bytes": 0},
+        {"phase": "kv_cache", "started_s": 225.0, "duration_s": 20.0, "read_bytes": 0},
+        {"phase": "http_server", "started_s": 245.0, "duration_s": 5.0, "read_bytes": 0}]}
+    est = EtaEstimator([history])
+    est.update(a(0, "distributed_init"))
+    est.update(a(5, "weight_load"))
+    est.update(a(10, "cuda_graph"))
+    e = est.update(a(40, "cuda_graph"))
+    # as long again as it has run (30 s) and http_server's 5 s; the history's time from here
+    # (250 s less the 10 s before this phase and the 5 s ahead) would count the peer's wait
+    assert e.remaining_s == pytest.approx(35)
+    assert e.remaining_high_s == pytest.approx(65)
 
 
 def test_past_the_load_the_history_s_time_after_its_load_is_a_second_guess_when_work_moves_between_phases():
@@ -108,3 +131,38 @@ def test_without_history_or_a_shard_bar_the_load_is_the_model_s_size_filling_the
     # a quarter of 100 GiB on the GPUs after 40 s: 120 s more; nothing known of the rest
     assert e.phase_basis == "gpu_memory" and e.phase_remaining_s == pytest.approx(120)
     assert e.text() == "weight_load ends in ~2m00s (no earlier start for the rest)"
+
+
+def _long_phase_history(post_load_s, cuda_graph_s):
+    end = 40.0 + post_load_s
+    return {"outcome": "ready", "ready_after_s": end + 20 + cuda_graph_s + 10, "phases": [
+        {"phase": "weight_load", "started_s": 0.0, "duration_s": 40.0, "read_bytes": 0},
+        {"phase": "post_load", "started_s": 40.0, "duration_s": post_load_s, "read_bytes": 0},
+        {"phase": "kv_cache", "started_s": end, "duration_s": 20.0, "read_bytes": 0},
+        {"phase": "cuda_graph", "started_s": end + 20, "duration_s": cuda_graph_s, "read_bytes": 0},
+        {"phase": "http_server", "started_s": end + 20 + cuda_graph_s, "duration_s": 10.0, "read_bytes": 0}]}
+
+
+def test_an_overdue_phase_whose_history_did_its_long_work_later_is_that_work_moved_here():
+    est = EtaEstimator([_long_phase_history(60.0, 1040.0)])
+    est.update(a(0, "weight_load"))
+    est.update(a(40, "post_load"))
+    est.update(a(100, "kv_cache"))
+    e = est.update(a(500, "kv_cache"))                      # 20 s usual, 400 s in
+    as_long_again = 380 + 1040 + 10                          # its overrun again, then the phases ahead
+    left = 1130 - 460                                        # the history's time after its load, less 460 s
+    moved = 1050 / (1050 + 20.0)                             # the history's work ahead of this phase
+    assert e.remaining_s == pytest.approx(moved * left + (1 - moved) * as_long_again)
+    assert e.remaining_low_s == pytest.approx(left) and e.remaining_high_s == pytest.approx(1050 + 2 * 380)
+
+
+def test_an_overdue_phase_that_was_the_history_s_long_work_runs_as_long_again():
+    est = EtaEstimator([_long_phase_history(2700.0, 90.0)])
+    est.update(a(0, "weight_load"))
+    est.update(a(40, "post_load"))
+    e = est.update(a(2840, "post_load"))                     # 2700 s usual, 2800 s in
+    as_long_again = 1350 + 120                               # half its usual at least, then the phases ahead
+    left = 2820 - 2800
+    moved = 120 / (120 + 2700.0)
+    assert e.remaining_s == pytest.approx(moved * left + (1 - moved) * as_long_again)
+    assert e.remaining_s > 0.9 * as_long_again
