@@ -13,6 +13,23 @@ def a(t, phase, **progress):
     return {"t": t, "phase": phase, "verdict": "progressing", "reason": "", "progress": dict(progress, elapsed_s=t)}
 
 
+def ready_start(*phases):
+    """A ready start's record from (phase, seconds) in order, nothing read from storage."""
+    out, t = [], 0.0
+    for phase, seconds in phases:
+        out.append({"phase": phase, "started_s": t, "duration_s": float(seconds), "read_bytes": 0})
+        t += seconds
+    return {"outcome": "ready", "ready_after_s": t, "phases": out}
+
+
+def estimate_after(history, *polls):
+    """The estimate at the last of (t, phase) polls, with `history` as the only earlier start."""
+    est = EtaEstimator([history])
+    for t, phase in polls:
+        e = est.update(a(t, phase))
+    return e
+
+
 def test_the_read_rate_is_the_bytes_since_the_phase_began_over_its_time_and_a_trickle_is_none():
     assert eta_live.rate_bps(11 * GB, 0, 10.0) == pytest.approx(1.1 * GB)
     assert eta_live.rate_bps(10**5, 0, 10.0) is None                 # 10 kB/s: no rate to divide by
@@ -66,16 +83,9 @@ def test_a_cold_start_after_a_warm_one_follows_the_gpu_memory_its_load_fills():
 
 
 def test_a_phase_no_earlier_start_went_through_takes_the_history_s_time_after_its_load():
-    history = {"outcome": "ready", "ready_after_s": 185.0, "phases": [
-        {"phase": "starting", "started_s": 0.0, "duration_s": 10.0, "read_bytes": 0},
-        {"phase": "weight_load", "started_s": 10.0, "duration_s": 5.0, "read_bytes": 0},
-        {"phase": "kv_cache", "started_s": 15.0, "duration_s": 165.0, "read_bytes": 0},
-        {"phase": "http_server", "started_s": 180.0, "duration_s": 5.0, "read_bytes": 0}]}
-    est = EtaEstimator([history])
-    est.update(a(5, "starting"))
-    est.update(a(10, "weight_load"))
-    est.update(a(20, "cuda_graph"))                       # SGLang named this start's long phase otherwise
-    e = est.update(a(60, "cuda_graph"))
+    history = ready_start(("starting", 10), ("weight_load", 5), ("kv_cache", 165), ("http_server", 5))
+    # SGLang named this start's long phase otherwise
+    e = estimate_after(history, (5, "starting"), (10, "weight_load"), (20, "cuda_graph"), (60, "cuda_graph"))
     # no time of its own in the history: overdue from the start, as long again as it has run (40 s)
     # plus http_server's 5 s; but the history's work lay ahead of it, so the history's time after
     # its load is the point: 170 s less the 40 s spent
@@ -87,16 +97,8 @@ def test_a_phase_no_earlier_start_went_through_takes_the_history_s_time_after_it
 
 def test_a_phase_no_earlier_start_went_through_is_not_given_the_time_a_late_peer_cost_the_history():
     # the history waited 220 s for a peer in its rendezvous; this start's peers were on time
-    history = {"outcome": "ready", "ready_after_s": 250.0, "phases": [
-        {"phase": "distributed_init", "started_s": 0.0, "duration_s": 220.0, "read_bytes": 0},
-        {"phase": "weight_load", "started_s": 220.0, "duration_s": 5.0, "read_bytes": 0},
-        {"phase": "kv_cache", "started_s": 225.0, "duration_s": 20.0, "read_bytes": 0},
-        {"phase": "http_server", "started_s": 245.0, "duration_s": 5.0, "read_bytes": 0}]}
-    est = EtaEstimator([history])
-    est.update(a(0, "distributed_init"))
-    est.update(a(5, "weight_load"))
-    est.update(a(10, "cuda_graph"))
-    e = est.update(a(40, "cuda_graph"))
+    history = ready_start(("distributed_init", 220), ("weight_load", 5), ("kv_cache", 20), ("http_server", 5))
+    e = estimate_after(history, (0, "distributed_init"), (5, "weight_load"), (10, "cuda_graph"), (40, "cuda_graph"))
     # as long again as it has run (30 s) and http_server's 5 s; the history's time from here
     # (250 s less the 10 s before this phase and the 5 s ahead) would count the peer's wait
     assert e.remaining_s == pytest.approx(35)
@@ -106,16 +108,8 @@ def test_a_phase_no_earlier_start_went_through_is_not_given_the_time_a_late_peer
 def test_past_the_load_the_history_s_time_after_its_load_is_a_second_guess_when_work_moves_between_phases():
     # the history spent its long stretch in the KV cache setup; this start's KV cache setup is
     # short, so its long stretch comes in another phase: the phases ahead alone would say 90 s
-    history = {"outcome": "ready", "ready_after_s": 1460.0, "phases": [
-        {"phase": "weight_load", "started_s": 0.0, "duration_s": 60.0, "read_bytes": 0},
-        {"phase": "kv_cache", "started_s": 60.0, "duration_s": 1300.0, "read_bytes": 0},
-        {"phase": "cuda_graph", "started_s": 1360.0, "duration_s": 90.0, "read_bytes": 0},
-        {"phase": "http_server", "started_s": 1450.0, "duration_s": 10.0, "read_bytes": 0}]}
-    est = EtaEstimator([history])
-    est.update(a(0, "weight_load"))
-    est.update(a(60, "kv_cache"))
-    est.update(a(80, "cuda_graph"))
-    e = est.update(a(100, "cuda_graph"))
+    history = ready_start(("weight_load", 60), ("kv_cache", 1300), ("cuda_graph", 90), ("http_server", 10))
+    e = estimate_after(history, (0, "weight_load"), (60, "kv_cache"), (80, "cuda_graph"), (100, "cuda_graph"))
     by_phases = 70 + 10                                    # 90 s usual less 20 s, then http_server
     left = 1400 - 40                                       # 1400 s after the load, 40 s of it spent
     assert e.remaining_s == pytest.approx((by_phases + left) / 2)
@@ -134,21 +128,13 @@ def test_without_history_or_a_shard_bar_the_load_is_the_model_s_size_filling_the
 
 
 def _long_phase_history(post_load_s, cuda_graph_s):
-    end = 40.0 + post_load_s
-    return {"outcome": "ready", "ready_after_s": end + 20 + cuda_graph_s + 10, "phases": [
-        {"phase": "weight_load", "started_s": 0.0, "duration_s": 40.0, "read_bytes": 0},
-        {"phase": "post_load", "started_s": 40.0, "duration_s": post_load_s, "read_bytes": 0},
-        {"phase": "kv_cache", "started_s": end, "duration_s": 20.0, "read_bytes": 0},
-        {"phase": "cuda_graph", "started_s": end + 20, "duration_s": cuda_graph_s, "read_bytes": 0},
-        {"phase": "http_server", "started_s": end + 20 + cuda_graph_s, "duration_s": 10.0, "read_bytes": 0}]}
+    return ready_start(("weight_load", 40), ("post_load", post_load_s), ("kv_cache", 20), ("cuda_graph", cuda_graph_s),
+                       ("http_server", 10))
 
 
 def test_an_overdue_phase_whose_history_did_its_long_work_later_is_that_work_moved_here():
-    est = EtaEstimator([_long_phase_history(60.0, 1040.0)])
-    est.update(a(0, "weight_load"))
-    est.update(a(40, "post_load"))
-    est.update(a(100, "kv_cache"))
-    e = est.update(a(500, "kv_cache"))                      # 20 s usual, 400 s in
+    e = estimate_after(_long_phase_history(60, 1040), (0, "weight_load"), (40, "post_load"), (100, "kv_cache"),
+                       (500, "kv_cache"))                   # 20 s usual, 400 s in
     as_long_again = 380 + 1040 + 10                          # its overrun again, then the phases ahead
     left = 1130 - 460                                        # the history's time after its load, less 460 s
     moved = 1050 / (1050 + 20.0)                             # the history's work ahead of this phase
@@ -157,10 +143,8 @@ def test_an_overdue_phase_whose_history_did_its_long_work_later_is_that_work_mov
 
 
 def test_an_overdue_phase_that_was_the_history_s_long_work_runs_as_long_again():
-    est = EtaEstimator([_long_phase_history(2700.0, 90.0)])
-    est.update(a(0, "weight_load"))
-    est.update(a(40, "post_load"))
-    e = est.update(a(2840, "post_load"))                     # 2700 s usual, 2800 s in
+    e = estimate_after(_long_phase_history(2700, 90), (0, "weight_load"), (40, "post_load"),
+                       (2840, "post_load"))                 # 2700 s usual, 2800 s in
     as_long_again = 1350 + 120                               # half its usual at least, then the phases ahead
     left = 2820 - 2800
     moved = 120 / (120 + 2700.0)
