@@ -12,9 +12,8 @@ import os
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.sglang_ops.serving.plugins.module_utils.host.file_tree import PYCACHE
 from ansible_collections.sglang_ops.serving.plugins.modules.sglang_file_tree import ARGUMENT_SPEC
-
-PYCACHE = "__pycache__"
 
 
 def read_tree(src, include):

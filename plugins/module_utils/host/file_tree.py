@@ -24,7 +24,6 @@ class TreeError(ValueError):
 class TreePlan:
     write: list = field(default_factory=list)      # relative paths, sorted
     remove: list = field(default_factory=list)     # absolute paths, sorted (folders as one entry)
-    unchanged: int = 0
 
 
 def checked_relpath(rel):
@@ -83,11 +82,7 @@ def plan_tree(dest, files, prune=False):
     """TreePlan for putting `files` ({relative path: bytes}) under dest."""
     files = {checked_relpath(rel): content for rel, content in files.items()}
     plan = TreePlan()
-    for rel in sorted(files):
-        if _same_file(os.path.join(dest, rel), files[rel]):
-            plan.unchanged += 1
-        else:
-            plan.write.append(rel)
+    plan.write = [rel for rel in sorted(files) if not _same_file(os.path.join(dest, rel), files[rel])]
     if prune and os.path.isdir(dest):
         plan.remove = _stale(dest, files)
     return plan
