@@ -197,12 +197,16 @@ class Handler(BaseHTTPRequestHandler):
         with st.lock:
             st.running += 1
         try:
-            return self._complete(path, body)
+            status, payload = self._complete(path, body)
         finally:
+            # as in SGLang, a request stops running when its generation ends, before its answer
+            # is written: a client holding the answer never sees its own request still running
             with st.lock:
                 st.running -= 1
+        return self._send(status, payload)
 
     def _complete(self, path, body):
+        """(status, payload) of a generation, once it is done."""
         st = self.state
         if st.hung.is_set():
             st.never.wait()
@@ -243,20 +247,20 @@ class Handler(BaseHTTPRequestHandler):
                  "total_tokens": n_prompt + max_tokens}
         rid = uuid.uuid4().hex
         if path == "/generate":
-            return self._send(200, {"text": text, "meta_info": {
+            return (200, {"text": text, "meta_info": {
                 "id": rid, "finish_reason": {"type": "length", "length": max_tokens},
                 "prompt_tokens": n_prompt, "completion_tokens": max_tokens, "cached_tokens": 0,
                 "e2e_latency": 0.01}})
         model = body.get("model") or st.model_name
         if path == "/v1/chat/completions":
-            return self._send(200, {"id": rid, "object": "chat.completion", "created": int(time.time()),
-                                    "model": model, "choices": [{
-                                        "index": 0, "message": {"role": "assistant", "content": text.strip(),
-                                                                "reasoning_content": None, "tool_calls": None},
-                                        "logprobs": None, "finish_reason": "length"}], "usage": usage})
-        return self._send(200, {"id": rid, "object": "text_completion", "created": int(time.time()),
-                                "model": model, "choices": [{"index": 0, "text": text, "logprobs": None,
-                                                             "finish_reason": "length"}], "usage": usage})
+            return (200, {"id": rid, "object": "chat.completion", "created": int(time.time()),
+                          "model": model, "choices": [{
+                              "index": 0, "message": {"role": "assistant", "content": text.strip(),
+                                                      "reasoning_content": None, "tool_calls": None},
+                              "logprobs": None, "finish_reason": "length"}], "usage": usage})
+        return (200, {"id": rid, "object": "text_completion", "created": int(time.time()),
+                      "model": model, "choices": [{"index": 0, "text": text, "logprobs": None,
+                                                   "finish_reason": "length"}], "usage": usage})
 
     def _metrics(self):
         st = self.state
